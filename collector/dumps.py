@@ -1,0 +1,141 @@
+"""Reading `kubectl get … -o json|yaml` output into objects to store.
+
+Dumps are refused whole on the first problem: an import either stores a
+complete, well-formed snapshot or nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from collector.kinds import BY_KIND, LIST_KINDS
+from collector.normalize import InvalidObject, NormalizedObject, normalize
+
+MAX_DUMP_BYTES = 512 * 1024 * 1024
+
+
+class DumpError(ValueError):
+    """A dump that cannot be imported; the message names the file and the problem."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """kubectl never writes YAML aliases; refusing them defuses alias bombs."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.constructor.ConstructorError(
+                None, None, "YAML aliases are not accepted in a Kubernetes dump", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+@dataclass
+class ParsedDump:
+    objects: list[NormalizedObject] = field(default_factory=list)
+    # Kinds the dump lists, so objects of that kind missing from it were deleted.
+    kinds: set[str] = field(default_factory=set)
+    ignored: dict[str, int] = field(default_factory=dict)
+
+
+def _documents(path: Path, data: bytes) -> Iterator[Any]:
+    stripped = data.lstrip()
+    if stripped[:1] in (b"{", b"["):
+        try:
+            yield orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise DumpError(f"{path}: not valid JSON ({exc})") from None
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DumpError(f"{path}: not UTF-8 text ({exc})") from None
+    try:
+        for doc in yaml.load_all(text, Loader=_NoAliasLoader):  # noqa: S506 - a SafeLoader subclass
+            if doc is not None:
+                yield doc
+    except yaml.YAMLError as exc:
+        raise DumpError(f"{path}: not valid YAML ({exc})") from None
+    except RecursionError:
+        raise DumpError(f"{path}: nested too deeply") from None
+
+
+def _items(path: Path, doc: Any, dump: ParsedDump) -> Iterator[tuple[str, Any, int]]:
+    if isinstance(doc, list):
+        for i, item in enumerate(doc):
+            yield from _items(path, item, dump) if isinstance(item, dict) and item.get("kind", "").endswith(
+                "List"
+            ) else _single(path, item, i, dump)
+        return
+    if not isinstance(doc, dict):
+        raise DumpError(f"{path}: expected a Kubernetes object or List, got {type(doc).__name__}")
+    kind = doc.get("kind")
+    if not isinstance(kind, str):
+        raise DumpError(f"{path}: document has no kind")
+    if kind == "List" or kind in LIST_KINDS or kind.endswith("List"):
+        items = doc.get("items")
+        if items is None:
+            items = []
+        if not isinstance(items, list):
+            raise DumpError(f"{path}: {kind}.items is not a list")
+        if kind in LIST_KINDS:
+            dump.kinds.add(LIST_KINDS[kind])
+        for i, item in enumerate(items):
+            if isinstance(item, dict) and "kind" not in item and kind in LIST_KINDS:
+                item = {**item, "kind": LIST_KINDS[kind]}
+            yield from _single(path, item, i, dump)
+        return
+    yield from _single(path, doc, None, dump)
+
+
+def _single(path: Path, item: Any, position: int | None, dump: ParsedDump) -> Iterator[tuple[str, Any, int]]:
+    where = f"item {position}" if position is not None else "document"
+    if not isinstance(item, dict):
+        raise DumpError(f"{path}: {where} is a {type(item).__name__}, not a Kubernetes object")
+    kind = item.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise DumpError(f"{path}: {where} has no kind")
+    if kind not in BY_KIND:
+        dump.ignored[kind] = dump.ignored.get(kind, 0) + 1
+        return
+    expected = BY_KIND[kind].api_version
+    if item.get("apiVersion") not in (None, expected):
+        raise DumpError(
+            f"{path}: {where} is {kind} {item.get('apiVersion')}; Claimline reads {kind} {expected}"
+        )
+    yield kind, item, position if position is not None else 0
+
+
+def parse_dump_files(paths: list[Path]) -> ParsedDump:
+    dump = ParsedDump()
+    for path in paths:
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise DumpError(f"{path}: cannot read ({exc.strerror})") from None
+        if size > MAX_DUMP_BYTES:
+            raise DumpError(f"{path}: {size} bytes is larger than the {MAX_DUMP_BYTES} byte limit")
+        data = path.read_bytes()
+        if not data.strip():
+            raise DumpError(f"{path}: empty file")
+        for doc in _documents(path, data):
+            for kind, item, position in _items(path, doc, dump):
+                try:
+                    obj = normalize(kind, item, position)
+                except InvalidObject as exc:
+                    raise DumpError(f"{path}: {exc}") from None
+                dump.kinds.add(kind)
+                dump.objects.append(obj)
+    if not dump.objects and not dump.kinds:
+        raise DumpError(
+            "no Kubernetes objects Claimline reads were found in "
+            + ", ".join(str(p) for p in paths)
+            + (f" (ignored kinds: {', '.join(sorted(dump.ignored))})" if dump.ignored else "")
+        )
+    return dump

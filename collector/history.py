@@ -1,0 +1,175 @@
+"""Writing snapshots into change-only history.
+
+A snapshot is written in one transaction: compare every object's hash with
+its head version, insert only changed objects, and record deletions for kinds
+the snapshot saw completely. Nothing is written for a snapshot that fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+
+from collector.models import Cluster, ObjectVersion, Snapshot
+from collector.normalize import NormalizedObject
+
+log = logging.getLogger("claimline.history")
+
+BATCH = 2000
+
+
+class SnapshotOrderError(ValueError):
+    """A snapshot older than one already stored: history only moves forward."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    objects_seen: int
+    versions_written: int
+    deletions: int
+
+
+def get_cluster(name: str) -> Cluster:
+    cluster, _ = Cluster.objects.get_or_create(name=name)
+    return cluster
+
+
+def start_snapshot(cluster: Cluster, at: datetime, source: str, started: datetime) -> Snapshot:
+    """Record a run before it reads anything, so a crash leaves a trace."""
+    latest = (
+        Snapshot.objects.filter(cluster=cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
+        .order_by("-at")
+        .values_list("at", flat=True)
+        .first()
+    )
+    if latest is not None and at <= latest:
+        raise SnapshotOrderError(
+            f"cluster {cluster.name} already has a snapshot at {latest.isoformat()}; "
+            f"a new snapshot must be later than that (got {at.isoformat()})"
+        )
+    # A run that was killed mid-way never finished; say so instead of leaving it "running".
+    Snapshot.objects.filter(cluster=cluster, status=Snapshot.Status.RUNNING).update(
+        status=Snapshot.Status.FAILED, error="interrupted: the process running it stopped", finished=started
+    )
+    return Snapshot.objects.create(cluster=cluster, at=at, started=started, source=source[:500])
+
+
+def fail_snapshot(snapshot: Snapshot, error: str, finished: datetime, objects_seen: int = 0) -> None:
+    Snapshot.objects.filter(pk=snapshot.pk).update(
+        status=Snapshot.Status.FAILED, error=error[:10000], finished=finished, objects_seen=objects_seen
+    )
+    snapshot.refresh_from_db()
+
+
+def write_snapshot(
+    snapshot: Snapshot,
+    objects: Iterable[NormalizedObject],
+    complete_kinds: Collection[str],
+    finished: datetime,
+    problems: Collection[str] = (),
+) -> WriteResult:
+    """Store ``objects`` as the content of ``snapshot``.
+
+    ``complete_kinds``: kinds listed completely, so their absent objects are
+    deleted. ``problems``: objects that could not be read; the run is recorded
+    as partial.
+    """
+    at = snapshot.at
+    cluster_id = snapshot.cluster_id
+    with transaction.atomic():
+        heads: dict[tuple[str, str], tuple[int, str, bool]] = {
+            (kind, uid): (pk, digest, deleted)
+            for pk, kind, uid, digest, deleted in ObjectVersion.objects.filter(
+                cluster_id=cluster_id, valid_to__isnull=True
+            ).values_list("pk", "kind", "uid", "content_hash", "deleted")
+        }
+        new_rows: list[ObjectVersion] = []
+        superseded: list[int] = []
+        seen: set[tuple[str, str]] = set()
+        for obj in objects:
+            key = obj.key
+            if key in seen:
+                continue  # a list that repeats an object (paging across a change) stores it once
+            seen.add(key)
+            head = heads.get(key)
+            if head is not None and not head[2] and head[1] == obj.content_hash:
+                continue
+            if head is not None:
+                superseded.append(head[0])
+            new_rows.append(
+                ObjectVersion(
+                    cluster_id=cluster_id,
+                    kind=obj.kind,
+                    uid=obj.uid,
+                    namespace=obj.namespace,
+                    name=obj.name,
+                    content_hash=obj.content_hash,
+                    content=obj.content.decode(),
+                    snapshot_id=snapshot.pk,
+                    valid_from=at,
+                )
+            )
+        versions_written = len(new_rows)
+        deletions = 0
+        complete = set(complete_kinds)
+        if complete:
+            names = _head_names(cluster_id, heads, seen, complete)
+            for (kind, uid), (pk, _digest, deleted) in heads.items():
+                if deleted or kind not in complete or (kind, uid) in seen:
+                    continue
+                namespace, name = names[pk]
+                superseded.append(pk)
+                new_rows.append(
+                    ObjectVersion(
+                        cluster_id=cluster_id,
+                        kind=kind,
+                        uid=uid,
+                        namespace=namespace,
+                        name=name,
+                        deleted=True,
+                        snapshot_id=snapshot.pk,
+                        valid_from=at,
+                    )
+                )
+                deletions += 1
+        for start in range(0, len(superseded), BATCH):
+            ObjectVersion.objects.filter(pk__in=superseded[start : start + BATCH]).update(valid_to=at)
+        ObjectVersion.objects.bulk_create(new_rows, batch_size=BATCH)
+        Snapshot.objects.filter(pk=snapshot.pk).update(
+            status=Snapshot.Status.PARTIAL if problems else Snapshot.Status.OK,
+            error="\n".join(problems)[:10000],
+            finished=finished,
+            objects_seen=len(seen),
+            versions_written=versions_written,
+            deletions=deletions,
+        )
+    snapshot.refresh_from_db()
+    log.info(
+        "snapshot %s of %s: %d objects, %d versions, %d deletions",
+        snapshot.pk, snapshot.cluster_id, len(seen), versions_written, deletions,
+    )
+    return WriteResult(len(seen), versions_written, deletions)
+
+
+def _head_names(
+    cluster_id: int,
+    heads: dict[tuple[str, str], tuple[int, str, bool]],
+    seen: set[tuple[str, str]],
+    complete: set[str],
+) -> dict[int, tuple[str, str]]:
+    """Namespace and name of the heads about to be deleted, fetched only for those."""
+    gone = [
+        pk for (kind, uid), (pk, _d, deleted) in heads.items()
+        if not deleted and kind in complete and (kind, uid) not in seen
+    ]
+    names: dict[int, tuple[str, str]] = {}
+    for start in range(0, len(gone), BATCH):
+        for pk, namespace, name in ObjectVersion.objects.filter(pk__in=gone[start : start + BATCH]).values_list(
+            "pk", "namespace", "name"
+        ):
+            names[pk] = (namespace, name)
+    return names

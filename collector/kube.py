@@ -1,0 +1,261 @@
+"""Reading a cluster's DRA objects through the official Kubernetes client.
+
+Lists are paged (limit/continue) and parsed from raw JSON once: the client's
+typed models are several times slower than a plain parse at cluster scale.
+Every failure becomes a ``CollectionError`` naming the resource and the cause.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+from collector.kinds import RESOURCE_TYPES, ResourceType
+from collector.normalize import InvalidObject, NormalizedObject, normalize
+from dashboard.config import ClusterSource
+
+log = logging.getLogger("claimline.collector")
+
+MAX_RETRY_AFTER = 60.0
+
+
+class CollectionError(Exception):
+    """A collection that cannot complete; nothing from it is stored."""
+
+
+def api_client_for(source: ClusterSource, kubeconfig: str | None = None) -> k8s.ApiClient:
+    """An ``ApiClient`` for a configured cluster (``demo`` is resolved by the caller)."""
+    cfg = k8s.Configuration()
+    try:
+        if source.kind == "in-cluster":
+            k8s_config.load_incluster_config(client_configuration=cfg)
+        else:
+            k8s_config.load_kube_config(
+                config_file=kubeconfig or source.path, context=source.context, client_configuration=cfg
+            )
+    except (ConfigException, OSError) as exc:
+        raise CollectionError(f"cluster {source.name}: cannot load {source.describe()}: {exc}") from None
+    # Retries are ours (with Retry-After and 410 handling), not urllib3's.
+    cfg.retries = False
+    return k8s.ApiClient(cfg)
+
+
+@dataclass
+class ReadResult:
+    objects: list[NormalizedObject] = field(default_factory=list)
+    complete_kinds: set[str] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+    requests: int = 0
+
+
+class ClusterReader:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        page_size: int = 500,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        sleep: Callable[[float], None] = time.sleep,
+        backoff: float = 1.0,
+    ) -> None:
+        self.api = api
+        self.page_size = page_size
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.sleep = sleep
+        self.backoff = backoff
+        self.requests = 0
+
+    def _get(self, path: str, params: list[tuple[str, Any]]) -> tuple[int, bytes, Any]:
+        method, url, headers, _body, _post = self.api.param_serialize(
+            "GET", path, query_params=params, header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        self.requests += 1
+        response = self.api.call_api(
+            method, url, header_params=headers, _request_timeout=(min(self.timeout, 10.0), self.timeout)
+        )
+        try:
+            data = response.read()
+        finally:
+            response.response.release_conn()
+        return response.status, data, response.headers
+
+    def list_items(self, rt: ResourceType) -> list[Any]:
+        """All items of one resource, across pages."""
+        what = f"listing {rt.plural}.{rt.group}" if rt.group else f"listing {rt.plural}"
+        items: list[Any] = []
+        token: str | None = None
+        failures = 0
+        while True:
+            params: list[tuple[str, Any]] = [("limit", self.page_size)]
+            if token:
+                params.append(("continue", token))
+            try:
+                status, data, headers = self._get(rt.list_path, params)
+            except (urllib3.exceptions.HTTPError, OSError, k8s.ApiException) as exc:
+                failures += 1
+                if failures > self.max_retries:
+                    raise CollectionError(f"{what}: {_network_error(exc, self.timeout)}") from None
+                self.sleep(self.backoff * 2 ** (failures - 1))
+                continue
+            if status == 410 and token:
+                # The continue token expired (the list took longer than etcd keeps
+                # its revision): the only consistent answer is a fresh list.
+                failures += 1
+                if failures > self.max_retries:
+                    raise CollectionError(f"{what}: continue token expired (410) {failures} times; giving up")
+                log.info("%s: continue token expired, restarting the list", what)
+                items, token = [], None
+                continue
+            if status in (429, 500, 502, 503, 504):
+                failures += 1
+                if failures > self.max_retries:
+                    raise CollectionError(
+                        f"{what}: API server answered {status} {_status_message(data)} "
+                        f"{failures} times; giving up"
+                    )
+                self.sleep(_retry_after(headers, self.backoff * 2 ** (failures - 1)))
+                continue
+            if status == 401:
+                raise CollectionError(f"{what}: unauthorized (401): the API server rejected the credentials")
+            if status == 403:
+                raise CollectionError(
+                    f"{what}: forbidden (403): the account may not list {rt.plural}"
+                    f"{'.' + rt.group if rt.group else ''}; grant list/watch on it (deploy/rbac.yaml)"
+                )
+            if status == 404:
+                raise CollectionError(
+                    f"{what}: not found (404): the API server does not serve {rt.api_version} {rt.plural}"
+                    + (" (is Dynamic Resource Allocation enabled?)" if rt.group else "")
+                )
+            if status != 200:
+                raise CollectionError(f"{what}: API server answered {status} {_status_message(data)}")
+            try:
+                page = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                failures += 1
+                if failures > self.max_retries:
+                    raise CollectionError(
+                        f"{what}: response is not valid JSON ({exc}; {len(data)} bytes, truncated?)"
+                    ) from None
+                self.sleep(self.backoff * 2 ** (failures - 1))
+                continue
+            if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
+                raise CollectionError(f"{what}: response is not a Kubernetes list")
+            items.extend(page.get("items") or ())
+            metadata = page.get("metadata") if isinstance(page.get("metadata"), dict) else {}
+            token = metadata.get("continue") or None
+            if not token:
+                return items
+
+    def read(self) -> ReadResult:
+        """A complete snapshot of everything Claimline stores, or ``CollectionError``."""
+        result = ReadResult()
+        claims: list[Any] = []
+        pod_uids: set[str] = set()
+        claim_keys: set[tuple[str, str, str]] = set()
+        for rt in RESOURCE_TYPES:
+            raw = self.list_items(rt)
+            if rt.kind == "ResourceClaim":
+                claims = raw
+            elif rt.kind == "Pod":
+                raw = _pods_using_claims(raw, claims)
+                pod_uids = {_uid(p) for p in raw}
+            elif rt.kind == "Event":
+                claim_keys = {("ResourceClaim", *_ns_name(c)) for c in claims}
+                raw = _events_about(raw, pod_uids | {_uid(c) for c in claims}, claim_keys)
+            complete = True
+            for position, item in enumerate(raw):
+                try:
+                    result.objects.append(normalize(rt.kind, item, position))
+                except InvalidObject as exc:
+                    result.problems.append(str(exc))
+                    complete = False
+            if complete:
+                result.complete_kinds.add(rt.kind)
+        result.requests = self.requests
+        return result
+
+
+def _uid(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def _ns_name(obj: Any) -> tuple[str, str]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return ("", "")
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def _pods_using_claims(pods: list[Any], claims: list[Any]) -> list[Any]:
+    reserved: set[str] = set()
+    for claim in claims:
+        status = claim.get("status") if isinstance(claim, dict) else None
+        for consumer in (status or {}).get("reservedFor") or () if isinstance(status, dict) else ():
+            if isinstance(consumer, dict) and consumer.get("resource", "pods") == "pods":
+                reserved.add(str(consumer.get("uid")))
+    kept = []
+    for pod in pods:
+        spec = pod.get("spec") if isinstance(pod, dict) else None
+        uses = isinstance(spec, dict) and bool(spec.get("resourceClaims"))
+        # A malformed Pod is kept so that validation reports it instead of dropping it silently.
+        if uses or not isinstance(spec, dict) or _uid(pod) in reserved or not _uid(pod):
+            kept.append(pod)
+    return kept
+
+
+def _events_about(events: list[Any], uids: set[str], claim_keys: set[tuple[str, str, str]]) -> list[Any]:
+    kept = []
+    for event in events:
+        involved = event.get("involvedObject") if isinstance(event, dict) else None
+        if not isinstance(involved, dict):
+            continue
+        if involved.get("uid") in uids or (
+            involved.get("kind"), involved.get("namespace") or "", involved.get("name") or ""
+        ) in claim_keys:
+            kept.append(event)
+    return kept
+
+
+def _status_message(data: bytes) -> str:
+    try:
+        body = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return ""
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return f"({body.get('reason') or 'Failure'}: {body['message'][:300]})"
+    return ""
+
+
+def _retry_after(headers: Any, default: float) -> float:
+    raw = headers.get("Retry-After") if headers is not None else None
+    try:
+        return min(max(float(raw), 0.0), MAX_RETRY_AFTER) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def _network_error(exc: BaseException, timeout: float) -> str:
+    # NewConnectionError subclasses ConnectTimeoutError, so it is tested first.
+    if isinstance(exc, urllib3.exceptions.NewConnectionError | ConnectionRefusedError):
+        return f"cannot connect to the API server ({exc})"
+    if isinstance(exc, urllib3.exceptions.ReadTimeoutError | urllib3.exceptions.ConnectTimeoutError):
+        return f"timed out after {timeout:g}s"
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return _network_error(exc.reason, timeout)
+    if isinstance(exc, urllib3.exceptions.ProtocolError):
+        return f"connection broken mid-response ({exc})"
+    return f"{type(exc).__name__}: {exc}"

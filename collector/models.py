@@ -1,0 +1,90 @@
+"""Stored history: clusters, snapshot runs, and change-only object versions."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class Cluster(models.Model):
+    name = models.SlugField(max_length=63, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Snapshot(models.Model):
+    """One collection from the API server, or one import of a dump."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        OK = "ok"
+        # Some objects were unreadable: what was read is stored, but nothing of
+        # those kinds is recorded as deleted.
+        PARTIAL = "partial"
+        FAILED = "failed"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="snapshots")
+    at = models.DateTimeField(help_text="The time the snapshot describes.")
+    started = models.DateTimeField()
+    finished = models.DateTimeField(null=True, blank=True)
+    source = models.CharField(max_length=500)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    objects_seen = models.PositiveIntegerField(default=0)
+    versions_written = models.PositiveIntegerField(default=0)
+    deletions = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            # The snapshots list (newest first) and "latest snapshot as of T" lookups.
+            models.Index(fields=["cluster", "-at"], name="snapshot_cluster_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster} @ {self.at.isoformat()} ({self.status})"
+
+
+class ObjectVersion(models.Model):
+    """One state of one object, valid from ``valid_from`` until ``valid_to``.
+
+    A row is written only when an object's content (without resourceVersion,
+    managedFields and heartbeat noise) changes; a row with ``deleted`` marks the
+    object's disappearance from a complete snapshot.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="versions")
+    kind = models.CharField(max_length=32)
+    uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253, blank=True)
+    name = models.CharField(max_length=253)
+    content_hash = models.CharField(max_length=32, blank=True)
+    content = models.TextField(blank=True, help_text="Canonical JSON of the object; empty for a deletion.")
+    deleted = models.BooleanField(default=False)
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.PROTECT, related_name="versions")
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "kind", "uid", "valid_from"], name="objectversion_identity_time"
+            ),
+        ]
+        indexes = [
+            # Ingest compares every incoming object's hash with its head version:
+            # the heads of one cluster are the rows not yet superseded.
+            models.Index(
+                fields=["cluster", "kind", "uid"],
+                name="objectversion_head",
+                condition=Q(valid_to__isnull=True),
+            ),
+            # State as of T: versions with valid_from <= T < valid_to, per kind.
+            models.Index(fields=["cluster", "kind", "valid_to", "valid_from"], name="objectversion_asof"),
+            # A Pod or claim by name, across all its incarnations (UIDs).
+            models.Index(fields=["cluster", "kind", "namespace", "name"], name="objectversion_by_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name} ({self.uid}) from {self.valid_from.isoformat()}"

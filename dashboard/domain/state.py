@@ -1,0 +1,158 @@
+"""The cluster as the domain sees it: objects as of a time, and their history.
+
+Domain modules (lifecycle, verdicts, leaks, audit) take a ``HistoryView`` and
+never touch the database: ``dashboard.history`` builds one from stored
+versions, ``MemoryHistory`` from snapshots in memory (tests, imports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Version:
+    """One stored state of an object: ``obj`` is None for a deletion."""
+
+    at: datetime
+    obj: Object | None
+
+
+def meta(obj: Object) -> dict[str, Any]:
+    m = obj.get("metadata")
+    return m if isinstance(m, dict) else {}
+
+
+def uid_of(obj: Object) -> str:
+    return str(meta(obj).get("uid") or "")
+
+
+def ns_name(obj: Object) -> tuple[str, str]:
+    m = meta(obj)
+    return (str(m.get("namespace") or ""), str(m.get("name") or ""))
+
+
+@dataclass
+class ClusterState:
+    """Every live object as of ``as_of``, by kind and UID."""
+
+    as_of: datetime
+    objects: dict[str, dict[str, Object]] = field(default_factory=dict)
+    _by_name: dict[tuple[str, str, str], Object] | None = field(default=None, repr=False)
+
+    def of_kind(self, kind: str) -> list[Object]:
+        return list(self.objects.get(kind, {}).values())
+
+    def get(self, kind: str, uid: str) -> Object | None:
+        return self.objects.get(kind, {}).get(uid)
+
+    def find(self, kind: str, namespace: str, name: str) -> Object | None:
+        """The live object of ``kind`` named ``namespace/name`` (namespace "" for cluster-scoped)."""
+        if self._by_name is None:
+            self._by_name = {
+                (k, *ns_name(o)): o for k, by_uid in self.objects.items() for o in by_uid.values()
+            }
+        return self._by_name.get((kind, namespace, name))
+
+
+class HistoryView(Protocol):
+    """What the domain may ask of stored history, all as of one time."""
+
+    @property
+    def as_of(self) -> datetime: ...
+
+    @property
+    def state(self) -> ClusterState: ...
+
+    def versions(self, kind: str, uid: str) -> list[Version]:
+        """The object's versions up to ``as_of``, oldest first (deletions included)."""
+        ...
+
+    def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
+        """Every UID that had this name up to ``as_of``, oldest first (a Pod's incarnations)."""
+        ...
+
+    def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
+        """Versions of every object of ``kind`` up to ``as_of`` by UID, oldest first.
+
+        With ``since``, only objects with a version valid at or after ``since``
+        (each object's list still starts with the version valid at ``since``).
+        """
+        ...
+
+
+class MemoryHistory:
+    """A ``HistoryView`` over snapshots held in memory: ``[(at, [objects…]), …]`` in time order.
+
+    Like stored history, it keeps a version only when an object changes and
+    records a deletion when it disappears from a later snapshot.
+    """
+
+    def __init__(self, snapshots: Iterable[tuple[datetime, Iterable[Object]]], as_of: datetime | None = None):
+        self._versions: dict[tuple[str, str], list[Version]] = {}
+        self._names: dict[tuple[str, str, str], list[str]] = {}
+        live: dict[tuple[str, str], Object] = {}
+        last_at: datetime | None = None
+        for at, objects in snapshots:
+            if as_of is not None and at > as_of:
+                break
+            last_at = at
+            seen: set[tuple[str, str]] = set()
+            for obj in objects:
+                key = (str(obj.get("kind")), uid_of(obj))
+                seen.add(key)
+                if live.get(key) != obj:
+                    self._versions.setdefault(key, []).append(Version(at, obj))
+                    live[key] = obj
+                    names = self._names.setdefault((key[0], *ns_name(obj)), [])
+                    if key[1] not in names:
+                        names.append(key[1])
+            for key in [k for k in live if k not in seen]:
+                self._versions[key].append(Version(at, None))
+                del live[key]
+        if last_at is None:
+            raise ValueError("MemoryHistory needs at least one snapshot at or before as_of")
+        self._as_of = as_of or last_at
+        objects_by_kind: dict[str, dict[str, Object]] = {}
+        for (kind, uid), obj in live.items():
+            objects_by_kind.setdefault(kind, {})[uid] = obj
+        self._state = ClusterState(self._as_of, objects_by_kind)
+
+    @property
+    def as_of(self) -> datetime:
+        return self._as_of
+
+    @property
+    def state(self) -> ClusterState:
+        return self._state
+
+    def versions(self, kind: str, uid: str) -> list[Version]:
+        return list(self._versions.get((kind, uid), []))
+
+    def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
+        return list(self._names.get((kind, namespace, name), []))
+
+    def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
+        result: dict[str, list[Version]] = {}
+        for (k, uid), versions in self._versions.items():
+            if k != kind:
+                continue
+            if since is not None:
+                start = 0
+                for i, v in enumerate(versions):
+                    if v.at <= since:
+                        start = i
+                versions = versions[start:]
+                if versions[-1].obj is None and versions[-1].at < since:
+                    continue
+            result[uid] = list(versions)
+        return result
+
+
+def iter_live(history: HistoryView, kind: str) -> Iterator[Object]:
+    yield from history.state.objects.get(kind, {}).values()

@@ -1,0 +1,124 @@
+"""A ``HistoryView`` over stored versions: the bridge from the database to the domain."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import orjson
+from django.db.models import Q
+
+from collector.kinds import KINDS
+from collector.models import Cluster, ObjectVersion, Snapshot
+from dashboard.domain.state import ClusterState, Object, Version
+
+
+class NoSnapshot(LookupError):
+    """The cluster has no usable snapshot at or before the asked time."""
+
+
+def latest_snapshot_time(cluster: Cluster, as_of: datetime | None = None) -> datetime:
+    runs = Snapshot.objects.filter(cluster=cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
+    if as_of is not None:
+        runs = runs.filter(at__lte=as_of)
+    at = runs.order_by("-at").values_list("at", flat=True).first()
+    if at is None:
+        when = f" at or before {as_of.isoformat()}" if as_of else ""
+        raise NoSnapshot(f"cluster {cluster.name} has no snapshot{when}")
+    return at
+
+
+class _KindsLoadedOnDemand(dict[str, dict[str, Object]]):
+    """Loads one kind's live objects the first time a domain function asks for it."""
+
+    def __init__(self, loader: Any) -> None:
+        super().__init__()
+        self._loader = loader
+
+    def __missing__(self, kind: str) -> dict[str, Object]:
+        value = self._loader(kind)
+        self[kind] = value
+        return value
+
+    def get(self, kind: str, default: Any = None) -> Any:  # type: ignore[override]
+        return self[kind] if kind in KINDS else super().get(kind, default)
+
+    def _load_all(self) -> None:
+        for kind in KINDS:
+            self[kind]  # noqa: B018 - loads it
+
+    def items(self) -> Any:
+        self._load_all()
+        return super().items()
+
+    def values(self) -> Any:
+        self._load_all()
+        return super().values()
+
+    def keys(self) -> Any:
+        self._load_all()
+        return super().keys()
+
+    def __iter__(self) -> Iterator[str]:
+        self._load_all()
+        return super().__iter__()
+
+
+def _as_of_filter(as_of: datetime) -> Q:
+    return Q(valid_from__lte=as_of) & (Q(valid_to__isnull=True) | Q(valid_to__gt=as_of))
+
+
+class StoredHistory:
+    """History of one cluster as of a time, read from ``ObjectVersion`` rows."""
+
+    def __init__(self, cluster: Cluster, as_of: datetime | None = None) -> None:
+        self.cluster = cluster
+        self._as_of = latest_snapshot_time(cluster, as_of)
+        self._state = ClusterState(self._as_of, _KindsLoadedOnDemand(self._load_kind))
+
+    @property
+    def as_of(self) -> datetime:
+        return self._as_of
+
+    @property
+    def state(self) -> ClusterState:
+        return self._state
+
+    def _rows(self) -> Any:
+        return ObjectVersion.objects.filter(cluster=self.cluster)
+
+    def _load_kind(self, kind: str) -> dict[str, Object]:
+        rows = self._rows().filter(_as_of_filter(self._as_of), kind=kind, deleted=False)
+        return {uid: orjson.loads(content) for uid, content in rows.values_list("uid", "content").iterator(2000)}
+
+    def versions(self, kind: str, uid: str) -> list[Version]:
+        rows = (
+            self._rows()
+            .filter(kind=kind, uid=uid, valid_from__lte=self._as_of)
+            .order_by("valid_from")
+            .values_list("valid_from", "deleted", "content")
+        )
+        return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in rows]
+
+    def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
+        rows = (
+            self._rows()
+            .filter(kind=kind, namespace=namespace, name=name, valid_from__lte=self._as_of)
+            .order_by("valid_from")
+            .values_list("uid", flat=True)
+        )
+        return list(dict.fromkeys(rows))
+
+    def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
+        rows = self._rows().filter(kind=kind, valid_from__lte=self._as_of)
+        if since is not None:
+            rows = rows.filter(Q(valid_to__isnull=True) | Q(valid_to__gt=since)).exclude(
+                deleted=True, valid_from__lt=since
+            )
+        result: dict[str, list[Version]] = {}
+        for uid, at, deleted, content in (
+            rows.order_by("uid", "valid_from").values_list("uid", "valid_from", "deleted", "content").iterator(2000)
+        ):
+            result.setdefault(uid, []).append(Version(at, None if deleted else orjson.loads(content)))
+        return result

@@ -1,0 +1,135 @@
+"""Django settings, all read from the environment (see README.md, "Configuration")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from dashboard.config import env_bool, env_float, env_int, env_list, parse_clusters, secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("CLAIMLINE_VAR_DIR", BASE_DIR / "var"))
+
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+SECRET_KEY = secret_key(os.environ, DEBUG, VAR_DIR / "secret_key")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+
+try:
+    DATABASES = {
+        "default": dj_database_url.parse(
+            os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'claimline.sqlite3'}",
+            conn_max_age=60,
+        )
+    }
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, got {REDIS_URL!r}")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "collector",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+WSGI_APPLICATION = "dashboard.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = True
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = not DEBUG and env_bool("CLAIMLINE_SECURE_COOKIES", default=False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "claimline": {"handlers": ["console"], "level": os.environ.get("CLAIMLINE_LOG_LEVEL", "INFO")},
+    },
+}
+
+# --- Claimline's own settings -------------------------------------------------
+CLAIMLINE_KUBECONFIG = os.environ.get("CLAIMLINE_KUBECONFIG") or None
+CLAIMLINE_CLUSTERS = parse_clusters(os.environ.get("CLAIMLINE_CLUSTERS", "demo=demo"), CLAIMLINE_KUBECONFIG)
+CLAIMLINE_COLLECT_INTERVAL = env_int("CLAIMLINE_COLLECT_INTERVAL", 30, minimum=1)
+CLAIMLINE_PAGE_SIZE = env_int("CLAIMLINE_PAGE_SIZE", 500, minimum=1)
+CLAIMLINE_REQUEST_TIMEOUT = env_float("CLAIMLINE_REQUEST_TIMEOUT", 30.0, minimum=0.1)
+CLAIMLINE_MAX_RETRIES = env_int("CLAIMLINE_MAX_RETRIES", 3, minimum=0)
+# in-process: `manage.py serve` runs collections in a thread (the embedded default);
+# celery: beat schedules them and the web process only reads.
+CLAIMLINE_SCHEDULER = os.environ.get("CLAIMLINE_SCHEDULER", "in-process")
+if CLAIMLINE_SCHEDULER not in ("in-process", "celery"):
+    raise ImproperlyConfigured(f"CLAIMLINE_SCHEDULER must be 'in-process' or 'celery', got {CLAIMLINE_SCHEDULER!r}")
+
+# Leak thresholds, in seconds (DESIGN.md defaults).
+CLAIMLINE_ORPHANED_AFTER = env_int("CLAIMLINE_ORPHANED_AFTER", 15 * 60)
+CLAIMLINE_STUCK_DELETION_AFTER = env_int("CLAIMLINE_STUCK_DELETION_AFTER", 15 * 60)
+CLAIMLINE_UNRESERVED_AFTER = env_int("CLAIMLINE_UNRESERVED_AFTER", 60 * 60)
+CLAIMLINE_FAILING_POD_AFTER = env_int("CLAIMLINE_FAILING_POD_AFTER", 6 * 60 * 60)
+
+# Celery (see collector/celery.py).
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CLAIMLINE_COLLECT_LOCK_TIMEOUT = env_int("CLAIMLINE_COLLECT_LOCK_TIMEOUT", 600, minimum=1)

@@ -1,0 +1,117 @@
+"""Pages: thin shells over dashboard.history and the domain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+
+from collector.models import Cluster, ObjectVersion, Snapshot
+from collector.reports import snapshots_document
+from dashboard.clusters import cluster_or_404, default_cluster_name
+from dashboard.domain.claims import claim_summaries, summarize_claim
+from dashboard.domain.diff import diff
+from dashboard.history import NoSnapshot, StoredHistory
+
+
+def _render(request: HttpRequest, template: str, context: dict[str, Any], partial: str) -> HttpResponse:
+    """The whole page, or just ``partial`` for htmx; caches must keep the two apart."""
+    name = f"{template}#{partial}" if getattr(request, "htmx", False) else template
+    response = render(request, name, context)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    return redirect("claims", cluster=default_cluster_name())
+
+
+def claims(request: HttpRequest, cluster: str) -> HttpResponse:
+    c = cluster_or_404(cluster)
+    context: dict[str, Any] = {"cluster": c, "clusters": Cluster.objects.order_by("name")}
+    try:
+        history = StoredHistory(c)
+    except NoSnapshot as exc:
+        context.update(claims=[], as_of=None, empty_reason=str(exc))
+    else:
+        context.update(claims=claim_summaries(history.state), as_of=history.as_of)
+    context["last_run"] = Snapshot.objects.filter(cluster=c).order_by("-at").first()
+    return _render(request, "dashboard/claims.html", context, "claims-table")
+
+
+def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
+    c = cluster_or_404(cluster)
+    rows = list(
+        ObjectVersion.objects.filter(cluster=c, kind="ResourceClaim", uid=uid)
+        .order_by("valid_from")
+        .values("valid_from", "valid_to", "deleted", "content", "snapshot_id")
+    )
+    if not rows:
+        from django.http import Http404
+
+        raise Http404("no such claim")
+    versions = []
+    previous = None
+    for row in rows:
+        obj = None if row["deleted"] else orjson.loads(row["content"])
+        versions.append(
+            {
+                "at": row["valid_from"],
+                "until": row["valid_to"],
+                "deleted": row["deleted"],
+                "summary": summarize_claim(obj) if obj else None,
+                "changes": diff(previous, obj) if previous is not None or obj is None else [],
+                "json": orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() if obj else "",
+            }
+        )
+        previous = obj
+    latest = next((v["summary"] for v in reversed(versions) if v["summary"]), None)
+    context = {"cluster": c, "uid": uid, "claim": latest, "versions": list(reversed(versions))}
+    return _render(request, "dashboard/claim.html", context, "versions")
+
+
+def snapshots(request: HttpRequest, cluster: str) -> HttpResponse:
+    c = cluster_or_404(cluster)
+    runs = Snapshot.objects.filter(cluster=c).select_related("cluster").order_by("-at", "-pk")[:200]
+    return _render(request, "dashboard/snapshots.html", {"cluster": c, "runs": runs}, "runs")
+
+
+def api_snapshots(request: HttpRequest) -> JsonResponse:
+    runs = Snapshot.objects.select_related("cluster").order_by("-at", "-pk")
+    if request.GET.get("cluster"):
+        runs = runs.filter(cluster__name=request.GET["cluster"])
+    return JsonResponse(snapshots_document(runs[:500]))
+
+
+def api_claims(request: HttpRequest) -> JsonResponse:
+    c = cluster_or_404(request.GET.get("cluster") or default_cluster_name())
+    try:
+        history = StoredHistory(c)
+    except NoSnapshot as exc:
+        return JsonResponse({"error": str(exc)}, status=404)
+    return JsonResponse(
+        {
+            "as_of": history.as_of.isoformat().replace("+00:00", "Z"),
+            "claims": [
+                {
+                    "uid": s.uid,
+                    "namespace": s.namespace,
+                    "name": s.name,
+                    "state": s.state,
+                    "devices": list(s.devices),
+                    "node": s.node,
+                    "created": s.created.isoformat().replace("+00:00", "Z") if s.created else None,
+                    "url": reverse("claim", args=[c.name, s.uid]),
+                }
+                for s in claim_summaries(history.state)
+            ],
+        }
+    )
+
+
+def healthz(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("ok", content_type="text/plain")

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from collector.fake_apiserver import FakeApiServer, FakeCluster
+from collector.kube import ClusterReader, api_client_for
+from dashboard.config import ClusterSource
+from tests.clusters import small_cluster
+
+
+@pytest.fixture
+def fake_api(tmp_path: Path) -> Iterator[FakeApiServer]:
+    """A fake API server serving ``small_cluster`` as its only stage."""
+    server = FakeApiServer(FakeCluster([small_cluster()]))
+    server.start()
+    server.write_kubeconfig(tmp_path / "kubeconfig")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def source(tmp_path: Path, fake_api: FakeApiServer) -> ClusterSource:
+    return ClusterSource("test", "kubeconfig", str(tmp_path / "kubeconfig"))
+
+
+@pytest.fixture
+def make_reader(source: ClusterSource) -> Any:
+    def make(page_size: int = 2, timeout: float = 2.0, max_retries: int = 2) -> ClusterReader:
+        return ClusterReader(
+            api_client_for(source), page_size=page_size, timeout=timeout, max_retries=max_retries,
+            sleep=lambda _s: None,
+        )
+
+    return make

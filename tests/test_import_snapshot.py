@@ -1,0 +1,180 @@
+"""import-snapshot: change-only history from dumps, and refusal of bad dumps."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from django.core.management import CommandError, call_command
+
+from collector.models import ObjectVersion, Snapshot
+from demo import builders as b
+from tests.clusters import T0, small_cluster
+
+pytestmark = pytest.mark.django_db
+
+
+def write(path: Path, objects: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b.dump_json(objects))
+    return path
+
+
+def at(hours: int) -> str:
+    return (T0 + timedelta(hours=hours)).isoformat()
+
+
+def latest() -> Snapshot:
+    return Snapshot.objects.order_by("-at").first()  # type: ignore[return-value]
+
+
+def test_same_dump_twice_writes_nothing_the_second_time(tmp_path: Path) -> None:
+    dump = write(tmp_path / "a.json", small_cluster())
+    call_command("import-snapshot", str(dump), "--at", at(0))
+    first = latest()
+    assert first.status == "ok"
+    assert first.versions_written == first.objects_seen == len(small_cluster())
+    call_command("import-snapshot", str(dump), "--at", at(1))
+    second = latest()
+    assert (second.objects_seen, second.versions_written, second.deletions) == (first.objects_seen, 0, 0)
+    assert ObjectVersion.objects.count() == first.versions_written
+
+
+def test_one_changed_object_writes_one_version(tmp_path: Path) -> None:
+    objects = small_cluster()
+    call_command("import-snapshot", str(write(tmp_path / "a.json", objects)), "--at", at(0))
+    changed = copy.deepcopy(objects)
+    claim = next(o for o in changed if o["kind"] == "ResourceClaim")
+    claim["status"]["reservedFor"] = []
+    call_command("import-snapshot", str(write(tmp_path / "b.json", changed)), "--at", at(1))
+    assert (latest().versions_written, latest().deletions) == (1, 0)
+    versions = ObjectVersion.objects.filter(uid=claim["metadata"]["uid"]).order_by("valid_from")
+    assert [v.valid_to is None for v in versions] == [False, True]
+    assert orjson.loads(versions[1].content)["status"]["reservedFor"] == []
+
+
+def test_removed_object_writes_one_deletion(tmp_path: Path) -> None:
+    objects = small_cluster()
+    call_command("import-snapshot", str(write(tmp_path / "a.json", objects)), "--at", at(0))
+    gone = next(o for o in objects if o["kind"] == "Pod")
+    call_command(
+        "import-snapshot", str(write(tmp_path / "b.json", [o for o in objects if o is not gone])), "--at", at(1)
+    )
+    assert (latest().versions_written, latest().deletions) == (0, 1)
+    marker = ObjectVersion.objects.get(uid=gone["metadata"]["uid"], deleted=True)
+    assert (marker.namespace, marker.name, marker.content) == ("team-a", gone["metadata"]["name"], "")
+
+
+def test_resource_version_and_managed_fields_are_noise(tmp_path: Path) -> None:
+    objects = small_cluster()
+    call_command("import-snapshot", str(write(tmp_path / "a.json", objects)), "--at", at(0))
+    noisy = copy.deepcopy(objects)
+    for obj in noisy:
+        obj["metadata"]["resourceVersion"] = "999999"
+        obj["metadata"]["managedFields"] = [{"manager": "kubelet", "operation": "Update"}]
+        if obj["kind"] == "Node":
+            for cond in obj["status"]["conditions"]:
+                cond["lastHeartbeatTime"] = at(1)
+    call_command("import-snapshot", str(write(tmp_path / "b.json", noisy)), "--at", at(1))
+    assert (latest().versions_written, latest().deletions) == (0, 0)
+
+
+def test_kinds_absent_from_a_dump_are_not_deleted(tmp_path: Path) -> None:
+    objects = small_cluster()
+    call_command("import-snapshot", str(write(tmp_path / "a.json", objects)), "--at", at(0))
+    only_claims = [o for o in objects if o["kind"] == "ResourceClaim"]
+    call_command("import-snapshot", str(write(tmp_path / "b.json", only_claims)), "--at", at(1))
+    assert latest().deletions == 0
+
+
+def test_empty_typed_list_deletes_that_kind(tmp_path: Path) -> None:
+    objects = small_cluster()
+    call_command("import-snapshot", str(write(tmp_path / "a.json", objects)), "--at", at(0))
+    (tmp_path / "b.json").write_bytes(orjson.dumps({"kind": "ResourceClaimList", "apiVersion": "resource.k8s.io/v1", "items": []}))
+    call_command("import-snapshot", str(tmp_path / "b.json"), "--at", at(1))
+    assert latest().deletions == sum(o["kind"] == "ResourceClaim" for o in objects)
+
+
+def test_multi_document_yaml(tmp_path: Path) -> None:
+    import yaml
+
+    objects = small_cluster()
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump_all(objects))
+    call_command("import-snapshot", str(tmp_path / "a.yaml"), "--at", at(0))
+    assert latest().objects_seen == len(objects)
+
+
+def test_snapshot_must_be_later_than_the_latest(tmp_path: Path) -> None:
+    dump = write(tmp_path / "a.json", small_cluster())
+    call_command("import-snapshot", str(dump), "--at", at(5))
+    with pytest.raises(CommandError, match="must be later"):
+        call_command("import-snapshot", str(dump), "--at", at(4))
+
+
+BAD_DUMPS = {
+    "truncated.json": (b'{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Pod", "metad', "not valid JSON"),
+    "scalar.json": (b"42", "expected a Kubernetes object"),
+    "items-not-list.json": (b'{"kind": "List", "items": {"a": 1}}', "items is not a list"),
+    "item-string.json": (b'{"kind": "List", "items": ["Pod"]}', "not a Kubernetes object"),
+    "no-metadata.json": (b'{"kind": "List", "items": [{"kind": "Pod", "apiVersion": "v1"}]}', "metadata is missing"),
+    "no-uid.json": (
+        b'{"kind": "List", "items": [{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n"}}]}',
+        "metadata.uid is missing",
+    ),
+    "spec-list.json": (
+        b'{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n", "uid": "u"}, "spec": []}',
+        "spec is not an object",
+    ),
+    "wrong-version.json": (
+        b'{"kind": "ResourceClaim", "apiVersion": "resource.k8s.io/v1beta1", "metadata": {"name": "c", "uid": "u", "namespace": "n"}}',
+        "Claimline reads ResourceClaim resource.k8s.io/v1",
+    ),
+    "bomb.yaml": (
+        b"a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n",
+        "aliases are not accepted",
+    ),
+    "bad.yaml": (b"kind: List\nitems: [\n", "not valid YAML"),
+    "deep.json": (b"[" * 5000 + b"]" * 5000, "not valid JSON"),
+    "empty.json": (b"   \n", "empty file"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_DUMPS))
+def test_bad_dump_is_refused_and_nothing_is_written(tmp_path: Path, name: str) -> None:
+    good = write(tmp_path / "good.json", small_cluster())
+    call_command("import-snapshot", str(good), "--at", at(0))
+    before = (Snapshot.objects.count(), ObjectVersion.objects.count())
+    content, message = BAD_DUMPS[name]
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(CommandError, match=message):
+        call_command("import-snapshot", str(good), str(tmp_path / name), "--at", at(1))
+    assert (Snapshot.objects.count(), ObjectVersion.objects.count()) == before
+
+
+def test_dump_of_other_kinds_only_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "d.json").write_bytes(
+        b'{"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "d", "uid": "u"}}'
+    )
+    with pytest.raises(CommandError, match="ignored kinds: Deployment"):
+        call_command("import-snapshot", str(tmp_path / "d.json"), "--at", at(0))
+    assert Snapshot.objects.count() == 0
+
+
+def test_bad_at_names_the_option(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="--at"):
+        call_command("import-snapshot", str(write(tmp_path / "a.json", small_cluster())), "--at", "yesterday")
+
+
+def test_snapshots_json_lists_runs_newest_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dump = write(tmp_path / "a.json", small_cluster())
+    call_command("import-snapshot", str(dump), "--at", at(0))
+    call_command("import-snapshot", str(dump), "--at", at(1))
+    capsys.readouterr()
+    call_command("snapshots", "--json")
+    doc = orjson.loads(capsys.readouterr().out)
+    assert [s["at"] for s in doc["snapshots"]] == [at(1).replace("+00:00", "Z"), at(0).replace("+00:00", "Z")]
+    assert set(doc["snapshots"][0]) >= {"id", "at", "source", "status", "objects_seen", "versions_written", "deletions"}
+    assert doc["snapshots"][0]["versions_written"] == 0
