@@ -40,7 +40,7 @@ def demo_server(base: datetime) -> FakeApiServer:
         if _server is None:
             server = FakeApiServer(FakeCluster(demo_stages(base)))
             server.start()
-            server.cluster.set_stage(len(server.cluster.stages) - 1)
+            server.cluster.set_stage(server.cluster.stage_count - 1)
             path = Path(tempfile.mkdtemp(prefix="claimline-demo-")) / "kubeconfig"
             server.write_kubeconfig(path)
             _server, _kubeconfig = server, path

@@ -153,8 +153,8 @@ class ClusterReader:
             if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
                 raise CollectionError(f"{what}: response is not a Kubernetes list")
             items.extend(page.get("items") or ())
-            metadata = page.get("metadata") if isinstance(page.get("metadata"), dict) else {}
-            token = metadata.get("continue") or None
+            metadata = page.get("metadata")
+            token = (metadata.get("continue") if isinstance(metadata, dict) else None) or None
             if not token:
                 return items
 

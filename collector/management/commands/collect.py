@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from django.conf import settings
@@ -35,7 +36,5 @@ class Command(BaseCommand):
         self.stdout.write(
             f"collecting {', '.join(names)} every {settings.CLAIMLINE_COLLECT_INTERVAL}s (Ctrl-C to stop)"
         )
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             run_forever(names, settings.CLAIMLINE_COLLECT_INTERVAL, timezone.now, threading.Event())
-        except KeyboardInterrupt:
-            pass

@@ -1,0 +1,83 @@
+"""Background collection through a real Celery worker and beat on Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+
+from collector.celery import beat_schedule
+from collector.fake_apiserver import FakeApiServer
+from collector.models import Snapshot
+from collector.tasks import collect_cluster, collection_lock
+from dashboard.config import ClusterSource
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_beat_has_one_expiring_entry_per_cluster() -> None:
+    schedule = beat_schedule([ClusterSource("a", "demo"), ClusterSource("b", "in-cluster")], 30)
+    assert sorted(schedule) == ["collect-a", "collect-b"]
+    assert schedule["collect-a"]["schedule"] == 30.0
+    assert schedule["collect-a"]["args"] == ("a",)
+    assert schedule["collect-a"]["options"]["expires"] < 30
+
+
+@pytest.mark.django_db
+def test_a_run_already_holding_the_lock_is_not_overlapped() -> None:
+    lock = collection_lock("demo")
+    redis.Redis.from_url(settings.REDIS_URL).delete(lock.name)
+    assert lock.acquire(blocking=False)
+    try:
+        assert collect_cluster.run("demo") == "skipped"
+        assert not Snapshot.objects.exists()
+    finally:
+        lock.release()
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_worker_and_beat_land_a_snapshot(tmp_path: Path, fake_api: FakeApiServer) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "CLAIMLINE_CLUSTERS": f"itest=kubeconfig:{kubeconfig}",
+        "CLAIMLINE_COLLECT_INTERVAL": "1",
+        "CLAIMLINE_REQUEST_TIMEOUT": "5",
+    }
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    worker = subprocess.Popen(
+        [
+            sys.executable, "-m", "celery", "-A", "collector", "worker", "--beat", "--pool", "solo",
+            "--loglevel", "INFO", "--schedule", str(tmp_path / "beat-schedule"),
+        ],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if Snapshot.objects.filter(cluster__name="itest", status="ok").count() >= 2:
+                break
+            assert worker.poll() is None, worker.stdout.read() if worker.stdout else ""
+            time.sleep(0.5)
+        runs = list(Snapshot.objects.filter(cluster__name="itest").order_by("at"))
+        assert [r.status for r in runs][:2] == ["ok", "ok"], [(r.status, r.error) for r in runs]
+        assert runs[0].versions_written > 0
+        assert runs[1].versions_written == 0  # unchanged cluster, nothing new
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()

@@ -1,0 +1,96 @@
+"""Pages and API over stored history."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from demo import builders as b
+from tests.clusters import T0, small_cluster
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> list[dict]:
+    objects = small_cluster()
+    (tmp_path / "a.json").write_bytes(b.dump_json(objects))
+    call_command("import-snapshot", str(tmp_path / "a.json"), "--at", T0.isoformat())
+    later = copy.deepcopy(objects)
+    claim = next(o for o in later if o["kind"] == "ResourceClaim")
+    claim["status"]["reservedFor"] = []
+    (tmp_path / "b.json").write_bytes(b.dump_json(later))
+    call_command("import-snapshot", str(tmp_path / "b.json"), "--at", (T0 + timedelta(hours=1)).isoformat())
+    return later
+
+
+def test_home_redirects_to_the_default_cluster(client: Client) -> None:
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"] == "/c/demo/"
+
+
+def test_claims_page_lists_claims(client: Client, history: list[dict]) -> None:
+    response = client.get("/c/demo/")
+    assert response.status_code == 200
+    body = response.content.decode()
+    for claim in (o for o in history if o["kind"] == "ResourceClaim"):
+        assert claim["metadata"]["name"] in body
+    assert "worker-0/gpu-0" in body and "reserved" in body and "allocated" in body
+    assert "<html" in body
+
+
+def test_claims_partial_for_htmx(client: Client, history: list[dict]) -> None:
+    response = client.get("/c/demo/", HTTP_HX_REQUEST="true")
+    body = response.content.decode()
+    assert "<html" not in body and 'id="claims"' in body
+    assert "HX-Request" in response["Vary"]
+
+
+def test_claim_page_shows_versions_with_their_changes(client: Client, history: list[dict]) -> None:
+    claim = next(o for o in history if o["kind"] == "ResourceClaim")
+    response = client.get(f"/c/demo/claims/{claim['metadata']['uid']}/")
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert body.count("<li>") == 2
+    assert "status.reservedFor" in body
+
+
+def test_unknown_claim_and_cluster_are_404(client: Client, history: list[dict]) -> None:
+    assert client.get("/c/demo/claims/nope/").status_code == 404
+    assert client.get("/c/nope/").status_code == 404
+
+
+def test_empty_cluster_says_how_to_collect(client: Client) -> None:
+    from collector.history import get_cluster
+
+    get_cluster("demo")
+    assert "collect --once" in client.get("/c/demo/").content.decode()
+
+
+def test_api_snapshots_and_claims(client: Client, history: list[dict]) -> None:
+    snaps = client.get("/api/snapshots").json()["snapshots"]
+    assert [s["versions_written"] for s in snaps] == [1, len(history)]
+    claims = client.get("/api/claims").json()
+    assert claims["as_of"] == (T0 + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    assert {c["state"] for c in claims["claims"]} == {"reserved", "allocated"}
+
+
+def test_snapshots_page(client: Client, history: list[dict]) -> None:
+    body = client.get("/c/demo/snapshots/").content.decode()
+    assert "import a.json" in body and "import b.json" in body
+
+
+def test_names_from_the_cluster_are_escaped(client: Client, tmp_path: Path) -> None:
+    hostile = b.claim("team-a", "x", [b.request()], T0)
+    hostile["metadata"]["name"] = "<script>alert(1)</script>"
+    (tmp_path / "h.json").write_bytes(b.dump_json([hostile]))
+    call_command("import-snapshot", str(tmp_path / "h.json"), "--at", T0.isoformat())
+    body = client.get("/c/demo/").content.decode()
+    assert "<script>alert(1)</script>" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
