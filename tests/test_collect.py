@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from collector.collect import collect
-from collector.fake_apiserver import Fault, FakeApiServer
+from collector.fake_apiserver import FakeApiServer, Fault
 from collector.models import ObjectVersion, Snapshot
 from dashboard.config import ClusterSource
 from tests.clusters import T0, small_cluster
