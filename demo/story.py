@@ -129,7 +129,7 @@ DEMO_EXPECTATIONS: DemoExpectations = {
         f"{JUPYTER[0]}/{_gen_claim(JUPYTER, 1)}",
         f"{RESNET_SWEEP[0]}/{_gen_claim(RESNET_SWEEP)}",
         f"{LLM_FINETUNE[0]}/{_gen_claim(LLM_FINETUNE)}",
-        f"{PRETRAIN[0]}/{_gen_claim(PRETRAIN)}",
+        f"{PRETRAIN[0]}/{_gen_claim(PRETRAIN, pod_claim='gpus')}",
     ],
     "warnings": [("admin-access-namespace", ADMIN_NAMESPACE)],
     "stages": {

@@ -20,6 +20,7 @@ small: treat them as read-only, or deep-copy before mutating.
 from __future__ import annotations
 
 import gc
+import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -259,11 +260,12 @@ class _Generator:
         model = "h100" if _frac(seed, n, _S_MODEL) < H100_FRACTION else "a100"
         out: list[Obj] = [self.node(node_name, n, model), self.slice(node_name, n, model)]
         pods = 0
+        # Workload unit ids: (node << 12) + slot; claims 0.., the pending pod 1024, plain pods 2048..
         # GPU workloads: claims of 1/2/4 GPUs until ~70% of the node's GPUs are taken.
         target = min(gpus, max(0, round(gpus * GPU_FRACTION + (_mix(seed, n, _S_ALLOC) % 3) - 1)))
         device, j = 0, 0
         while device < target:
-            unit = n * 1024 + j
+            unit = (n << 12) + j
             size = CLAIM_SIZES[_mix(seed, unit, _S_SIZE) % len(CLAIM_SIZES)]
             while size > target - device:
                 size //= 2
@@ -272,11 +274,11 @@ class _Generator:
             j += 1
             pods += 1
         if _frac(seed, n, _S_PENDING) < PENDING_FRACTION:
-            out += self.pending_workload(n * 1024 + 256)
+            out += self.pending_workload((n << 12) + 1024)
             pods += 1
         spec, host_ip = {**self.plain_spec, "nodeName": node_name}, b.node_ip(node_name)
         for k in range(max(0, self.pods_per_node - pods)):
-            out.append(self.plain_pod(n * 1024 + 512 + k, node_name, k, spec, host_ip))
+            out.append(self.plain_pod((n << 12) + 2048 + k, node_name, k, spec, host_ip))
         return out
 
     def node(self, name: str, n: int, model: str) -> Obj:
@@ -744,15 +746,20 @@ def synthetic_list_bytes(
 
 
 def _list_bytes(objects: Iterator[Obj]) -> bytes:
-    parts = [b'{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""},"items":[']
+    # BytesIO hands back its buffer without a copy, so the peak is one serialized List
+    # plus one chunk of dicts.
+    out = io.BytesIO()
+    out.write(b'{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""},"items":[')
     chunk: list[Obj] = []
-    first = True
+    sep = b""
     for obj in objects:
         chunk.append(obj)
         if len(chunk) >= _CHUNK:
-            parts.append((b"" if first else b",") + orjson.dumps(chunk)[1:-1])
-            first, chunk = False, []
+            out.write(sep)
+            out.write(memoryview(orjson.dumps(chunk))[1:-1])
+            sep, chunk = b",", []
     if chunk:
-        parts.append((b"" if first else b",") + orjson.dumps(chunk)[1:-1])
-    parts.append(b"]}")
-    return b"".join(parts)
+        out.write(sep)
+        out.write(memoryview(orjson.dumps(chunk))[1:-1])
+    out.write(b"]}")
+    return out.getvalue()
