@@ -1,14 +1,28 @@
 from django.contrib import admin
 from django.urls import path
 
-from dashboard import views
+from dashboard import api, diagnosis_views, report_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("c/<slug:cluster>/", views.claims, name="claims"),
     path("c/<slug:cluster>/claims/<str:uid>/", views.claim_detail, name="claim"),
     path("c/<slug:cluster>/snapshots/", views.snapshots, name="snapshots"),
+    path("c/<slug:cluster>/search", diagnosis_views.search, name="search"),
+    path("c/<slug:cluster>/pods/<str:namespace>/<str:name>/", diagnosis_views.pod, name="pod"),
+    path("c/<slug:cluster>/playground/", diagnosis_views.playground, name="playground"),
+    path("c/<slug:cluster>/retained/", report_views.leaks, name="leaks"),
+    path("c/<slug:cluster>/review/", report_views.review, name="review"),
+    path("c/<slug:cluster>/review.csv", report_views.review_csv, name="review-csv"),
+    path("c/<slug:cluster>/inventory/", report_views.inventory, name="inventory"),
+    path("c/<slug:cluster>/classes/", report_views.device_classes, name="classes"),
+    path("c/<slug:cluster>/audit/", report_views.audit_page, name="audit"),
     path("api/snapshots", views.api_snapshots, name="api-snapshots"),
+    path("api/explain", api.api_explain, name="api-explain"),
+    path("api/match-devices", api.api_match_devices, name="api-match-devices"),
+    path("api/leaks", api.api_leaks, name="api-leaks"),
+    path("api/audit", api.api_audit, name="api-audit"),
+    path("metrics", api.metrics, name="metrics"),
     path("api/claims", views.api_claims, name="api-claims"),
     path("healthz", views.healthz, name="healthz"),
     path("admin/", admin.site.urls),

@@ -18,7 +18,7 @@ from dashboard.domain.diff import diff
 from dashboard.history import NoSnapshot, StoredHistory
 
 
-def _render(request: HttpRequest, template: str, context: dict[str, Any], partial: str) -> HttpResponse:
+def render_page(request: HttpRequest, template: str, context: dict[str, Any], partial: str) -> HttpResponse:
     """The whole page, or just ``partial`` for htmx; caches must keep the two apart."""
     name = f"{template}#{partial}" if getattr(request, "htmx", False) else template
     response = render(request, name, context)
@@ -40,7 +40,7 @@ def claims(request: HttpRequest, cluster: str) -> HttpResponse:
     else:
         context.update(claims=claim_summaries(history.state), as_of=history.as_of)
     context["last_run"] = Snapshot.objects.filter(cluster=c).order_by("-at").first()
-    return _render(request, "dashboard/claims.html", context, "claims-table")
+    return render_page(request, "dashboard/claims.html", context, "claims-table")
 
 
 def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
@@ -71,13 +71,13 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         previous = obj
     latest = next((v["summary"] for v in reversed(versions) if v["summary"]), None)
     context = {"cluster": c, "uid": uid, "claim": latest, "versions": list(reversed(versions))}
-    return _render(request, "dashboard/claim.html", context, "versions")
+    return render_page(request, "dashboard/claim.html", context, "versions")
 
 
 def snapshots(request: HttpRequest, cluster: str) -> HttpResponse:
     c = cluster_or_404(cluster)
     runs = Snapshot.objects.filter(cluster=c).select_related("cluster").order_by("-at", "-pk")[:200]
-    return _render(request, "dashboard/snapshots.html", {"cluster": c, "runs": runs}, "runs")
+    return render_page(request, "dashboard/snapshots.html", {"cluster": c, "runs": runs}, "runs")
 
 
 def api_snapshots(request: HttpRequest) -> JsonResponse:

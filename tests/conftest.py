@@ -38,3 +38,18 @@ def make_reader(source: ClusterSource) -> Any:
         )
 
     return make
+
+
+@pytest.fixture
+def demo_history(tmp_path: Path) -> Any:
+    """The demo story imported stage by stage with import-snapshot, as stored history."""
+    from django.core.management import call_command
+
+    from demo import builders
+    from demo.story import DEMO_BASE, demo_snapshots
+
+    for i, (at, objects) in enumerate(demo_snapshots(DEMO_BASE)):
+        dump = tmp_path / f"stage-{i}.json"
+        dump.write_bytes(builders.dump_json(objects))
+        call_command("import-snapshot", str(dump), "--at", at.isoformat())
+    return DEMO_BASE

@@ -32,3 +32,59 @@ def test_home_page_lists_claims_and_opens_one(live_server, tmp_path: Path) -> No
         assert "worker-1/gpu-0" in page.content()
         page.screenshot(path=str(tmp_path / "claim.png"))
         assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_search_a_pod_and_read_its_verdict_and_timeline(live_server, demo_history) -> None:  # type: ignore[no-untyped-def]
+    with chromium_page() as page:
+        page.goto(live_server.url + "/c/demo/")
+        page.get_by_role("searchbox", name="Pod or claim name").fill("llm-finetune")
+        page.keyboard.press("Enter")
+        page.wait_for_url("**/pods/research/llm-finetune/")
+        verdict = page.get_by_test_id("verdict")
+        assert "selector-unsatisfiable" in verdict.inner_text()
+        assert "no device satisfies request gpu" in verdict.inner_text()
+        card = page.get_by_test_id("claim-timeline").first
+        states = card.locator("ol.boundaries li").all_inner_texts()
+        assert [s.split()[0].lower() for s in states] == ["inventory", "allocation", "preparation", "runtime"]
+        assert "failed" in states[1]
+        assert "Pod created" in card.inner_text()
+        assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_pod_with_two_incarnations_switches_between_them(live_server, demo_history) -> None:  # type: ignore[no-untyped-def]
+    with chromium_page() as page:
+        page.goto(live_server.url + "/c/demo/pods/ml-training/jupyter-alice-0/")
+        links = page.get_by_test_id("incarnations").get_by_role("link")
+        assert links.count() == 1
+        links.first.click()
+        page.wait_for_url("**uid=*")
+        assert "(shown)" in page.get_by_test_id("incarnations").inner_text()
+        assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_playground_matches_as_you_type(live_server, demo_history) -> None:  # type: ignore[no-untyped-def]
+    with chromium_page() as page:
+        page.goto(live_server.url + "/c/demo/playground/")
+        page.locator("#expression").fill("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0")
+        results = page.get_by_test_id("playground-results")
+        results.get_by_text("of 24 devices match").wait_for()
+        assert "8 of 24 devices match" in results.inner_text()
+        page.locator("#expression").fill("device.driver ==")
+        page.get_by_test_id("playground-error").wait_for()
+        assert "does not compile" in page.get_by_test_id("playground-error").inner_text()
+        assert page.errors == []  # type: ignore[attr-defined]
+
+
+def test_report_pages_and_charts(live_server, demo_history) -> None:  # type: ignore[no-untyped-def]
+    with chromium_page() as page:
+        page.goto(live_server.url + "/c/demo/retained/")
+        assert "orphaned-allocation" in page.get_by_test_id("leaks").inner_text()
+        page.goto(live_server.url + "/c/demo/review/")
+        for chart in ("chart-devices", "chart-weekly"):
+            page.locator(f"[data-testid={chart}][data-rendered=true] svg.main-svg").first.wait_for()
+        assert page.get_by_test_id("review-table").locator("tr").count() > 2
+        page.goto(live_server.url + "/c/demo/inventory/")
+        assert page.get_by_test_id("inventory").locator("tbody tr").count() == 24
+        page.goto(live_server.url + "/c/demo/audit/")
+        assert "admin-access-namespace" in page.get_by_test_id("audit").inner_text()
+        assert page.errors == []  # type: ignore[attr-defined]

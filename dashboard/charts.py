@@ -1,0 +1,41 @@
+"""Plotly figures for the report pages, as JSON the page's script renders (no inline script)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+
+def _layout(title: str, yaxis: str) -> dict[str, Any]:
+    return {
+        "title": {"text": title},
+        "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero"},
+        "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
+        "height": 300,
+        "legend": {"orientation": "h"},
+    }
+
+
+def devices_over_time(series: list[dict[str, Any]]) -> str:
+    xs = [p["at"] for p in series]
+    fig = go.Figure(
+        [
+            go.Scatter(x=xs, y=[p["advertised"] for p in series], name="advertised", line_shape="hv"),
+            go.Scatter(x=xs, y=[p["allocated"] for p in series], name="allocated", line_shape="hv"),
+        ],
+        layout=_layout("Devices advertised vs. allocated", "devices"),
+    )
+    return fig.to_json()
+
+
+def leaked_by_week(weekly: list[dict[str, Any]]) -> str:
+    xs = [w["week_start"][:10] for w in weekly]
+    fig = go.Figure(
+        [
+            go.Bar(x=xs, y=[w["allocated_device_hours"] for w in weekly], name="allocated device-hours"),
+            go.Bar(x=xs, y=[w["leaked_device_hours"] for w in weekly], name="leaked device-hours"),
+        ],
+        layout=_layout("Device-hours by week", "device-hours"),
+    )
+    return fig.to_json()

@@ -1,0 +1,111 @@
+"""Pages for "why is my Pod Pending?": search, the Pod page, the selector playground."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from collector.models import ObjectVersion
+from dashboard.clusters import cluster_or_404
+from dashboard.domain.cel import SelectorCompileError
+from dashboard.domain.lifecycle import BOUNDARIES
+from dashboard.domain.matching import match_devices
+from dashboard.domain.verdicts import PodNotFound, explain
+from dashboard.reading import ReadError, open_history
+from dashboard.views import render_page
+
+
+@require_GET
+def search(request: HttpRequest, cluster: str) -> HttpResponse:
+    """A Pod or claim name, namespace optional, lands on the Pod's page."""
+    c = cluster_or_404(cluster)
+    query = request.GET.get("q", "").strip()
+    namespace, slash, name = query.rpartition("/") if "/" in query else ("", "", query)
+    hits: list[dict[str, Any]] = []
+    if name:
+        rows = ObjectVersion.objects.filter(cluster=c, kind__in=["Pod", "ResourceClaim"], name=name)
+        if slash:
+            rows = rows.filter(namespace=namespace)
+        seen: set[tuple[str, str, str]] = set()
+        for kind, ns, n in rows.order_by("kind", "namespace").values_list("kind", "namespace", "name"):
+            if (kind, ns, n) not in seen:
+                seen.add((kind, ns, n))
+                hits.append({"kind": kind, "namespace": ns, "name": n, "url": _url_for(c.name, kind, ns, n)})
+    pods = [h for h in hits if h["kind"] == "Pod"]
+    if len(pods) == 1:
+        return redirect(pods[0]["url"])
+    if not pods and len(hits) == 1:
+        return redirect(hits[0]["url"])
+    return render_page(request, "dashboard/search.html", {"cluster": c, "query": query, "hits": hits}, "hits")
+
+
+def _url_for(cluster: str, kind: str, namespace: str, name: str) -> str:
+    if kind == "Pod":
+        return reverse("pod", args=[cluster, namespace, name])
+    uid = (
+        ObjectVersion.objects.filter(cluster__name=cluster, kind=kind, namespace=namespace, name=name)
+        .order_by("-valid_from")
+        .values_list("uid", flat=True)
+        .first()
+    )
+    return reverse("claim", args=[cluster, uid])
+
+
+@require_GET
+def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
+    c = cluster_or_404(cluster)
+    try:
+        history = open_history(c.name, request.GET.get("as_of") or None)
+        doc = explain(history, namespace, name, pod_uid=request.GET.get("uid") or None)
+    except (ReadError, PodNotFound) as exc:
+        raise Http404(str(exc)) from None
+    context = {
+        "cluster": c,
+        "doc": doc,
+        "boundaries": BOUNDARIES,
+        "claims": [{**claim, "ordered": _boundaries_for_page(claim)} for claim in doc["claims"]],
+        "as_of": history.as_of,
+        "selected_uid": doc["pod"]["uid"],
+    }
+    return render_page(request, "dashboard/pod.html", context, "pod-body")
+
+
+def _boundaries_for_page(claim: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Each boundary with its per-device checks apart from the rest of its evidence: they can be thousands."""
+    ordered = []
+    for name in BOUNDARIES:
+        boundary = claim["boundaries"][name]
+        checks = [
+            {**e, "detail": e.get("error") or e.get("held_by") or e.get("taint") or e.get("selector") or ""}
+            for e in boundary["evidence"]
+            if e.get("kind") == "DeviceMatch" and "device" in e
+        ]
+        others = [e for e in boundary["evidence"] if not (e.get("kind") == "DeviceMatch" and "device" in e)]
+        ordered.append((name, {**boundary, "evidence": others, "device_checks": checks}))
+    return ordered
+
+
+@require_GET
+def playground(request: HttpRequest, cluster: str) -> HttpResponse:
+    c = cluster_or_404(cluster)
+    expression = request.GET.get("expression", "").strip()
+    class_name = request.GET.get("class", "").strip() or None
+    context: dict[str, Any] = {"cluster": c, "expression": expression, "class_name": class_name or ""}
+    try:
+        history = open_history(c.name, None)
+    except ReadError as exc:
+        context["error"] = str(exc)
+        return render_page(request, "dashboard/playground.html", context, "results")
+    context["classes"] = sorted(o["metadata"]["name"] for o in history.state.of_kind("DeviceClass"))
+    if expression:
+        try:
+            context["result"] = match_devices(history.state, expression, class_name)
+        except SelectorCompileError as exc:
+            context["error"] = f"The expression does not compile: {exc}"
+        except LookupError as exc:
+            context["error"] = str(exc)
+    return render_page(request, "dashboard/playground.html", context, "results")

@@ -1,0 +1,272 @@
+"""Claimline's state as Prometheus text exposition (format 0.0.4), as of ``history.as_of``.
+
+Every value is derived from stored history, so a scrape shows the cluster as of
+the newest snapshot, not as of the scrape. Histograms are recomputed from the
+claims and Pods live at that snapshot; they are gauges of a distribution, and
+may go down when objects go away.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from dashboard.domain.claims import summarize_claim
+from dashboard.domain.inventory import Inventory
+from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
+from dashboard.domain.lifecycle import (
+    BOUNDARIES,
+    PREPARE_FAILURE_REASONS,
+    claim_lifecycles,
+    event_count,
+    is_terminal,
+)
+from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
+from dashboard.domain.timefmt import parse_time
+
+PREFIX = "claimline_"
+CLAIM_STATES = ("pending", "allocated", "reserved", "deleting")
+BOUNDARY_STATES = ("ok", "pending", "failed", "unknown")
+# Seconds: from an immediate allocation to a claim that waited a day for devices.
+ALLOCATION_WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 3600, 6 * 3600, 24 * 3600)
+# Seconds: driver preparation is normally seconds; a DeadlineExceeded retry loop is minutes.
+PREPARATION_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+
+Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Family:
+    """One metric family: its HELP/TYPE header and samples."""
+
+    name: str
+    type: str
+    help: str
+    samples: dict[tuple[str, Labels], float] = field(default_factory=dict)
+
+    def set(self, value: float, **labels: str) -> None:
+        self.samples[("", _labels(labels))] = value
+
+    def add(self, value: float, **labels: str) -> None:
+        key = ("", _labels(labels))
+        self.samples[key] = self.samples.get(key, 0) + value
+
+    def observe_all(self, values: Sequence[float], buckets: Sequence[float], **labels: str) -> None:
+        base = _labels(labels)
+        for le in buckets:
+            self.samples[("_bucket", (*base, ("le", _number(le))))] = sum(1 for v in values if v <= le)
+        self.samples[("_bucket", (*base, ("le", "+Inf")))] = len(values)
+        self.samples[("_sum", base)] = sum(values)
+        self.samples[("_count", base)] = len(values)
+
+    def render(self) -> list[str]:
+        full = PREFIX + self.name
+        lines = [f"# HELP {full} {_escape_help(self.help)}", f"# TYPE {full} {self.type}"]
+        # Buckets keep their le order; everything else is sorted so output is stable.
+        order = sorted(self.samples, key=lambda k: (k[1][:-1] if k[0] == "_bucket" else k[1], k[0] != "_bucket"))
+        for suffix, labels in order:
+            lines.append(f"{full}{suffix}{_render_labels(labels)} {_number(self.samples[(suffix, labels)])}")
+        return lines
+
+
+def _labels(labels: Mapping[str, str]) -> Labels:
+    return tuple(sorted((k, str(v)) for k, v in labels.items()))
+
+
+def escape_label_value(value: str) -> str:
+    """Backslash, double quote and newline are the three characters the format escapes."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _render_labels(labels: Labels) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{escape_label_value(v)}"' for k, v in labels) + "}"
+
+
+def _number(value: float) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "+Inf" if value > 0 else "-Inf"
+        if value.is_integer():
+            return str(int(value))
+        return repr(round(value, 6))
+    return str(value)
+
+
+# --- the families -------------------------------------------------------------------------------------
+
+
+def _inventory_families(history: HistoryView, inventory: Inventory) -> list[Family]:
+    advertised = Family("devices_advertised", "gauge", "Devices advertised by ResourceSlices (newest pool generation).")
+    allocated = Family("devices_allocated", "gauge", "Advertised devices held by an allocated ResourceClaim.")
+    age = Family("inventory_age_seconds", "gauge", "Seconds since the newest stored version of a pool's slices.")
+    for device in inventory.devices:
+        where = {"driver": device.driver, "pool": device.pool, "node": device.node_name or ""}
+        advertised.add(1, **where)
+        allocated.add(1 if device.id in inventory.holders else 0, **where)
+    newest: dict[tuple[str, str], datetime] = {}
+    for device in inventory.devices:
+        versions = history.versions("ResourceSlice", device.slice_uid)
+        if versions:
+            key = (device.driver, device.pool)
+            newest[key] = max(newest.get(key, versions[-1].at), versions[-1].at)
+    for (driver, pool), at in sorted(newest.items()):
+        age.set((history.as_of - at).total_seconds(), driver=driver, pool=pool)
+    return [advertised, allocated, age]
+
+
+def _claim_state_family(history: HistoryView) -> Family:
+    family = Family("claims", "gauge", "ResourceClaims by allocation state (pending, allocated, reserved, deleting).")
+    for state in CLAIM_STATES:
+        family.set(0, state=state)
+    for claim in history.state.of_kind("ResourceClaim"):
+        family.add(1, state=summarize_claim(claim).state)
+    return family
+
+
+def _pods_with_claims(history: HistoryView) -> list[Object]:
+    pods = [p for p in history.state.of_kind("Pod") if (p.get("spec") or {}).get("resourceClaims")]
+    return sorted(pods, key=ns_name)
+
+
+def _boundary_families(history: HistoryView, inventory: Inventory) -> list[Family]:
+    by_state = Family(
+        "claim_boundaries",
+        "gauge",
+        "Claims of live, unfinished Pods by boundary (inventory, allocation, preparation, runtime) and state.",
+    )
+    injection = Family(
+        "runtime_injection_failures",
+        "gauge",
+        "Claims whose container cannot be created or started with the device injected (runtime-injection-failed).",
+    )
+    for boundary in BOUNDARIES:
+        for state in BOUNDARY_STATES:
+            by_state.set(0, boundary=boundary, state=state)
+    seen: set[tuple[str, str]] = set()
+    for pod in _pods_with_claims(history):
+        if is_terminal(pod):
+            continue  # finished Pods' claims are the leak report's business
+        namespace, _ = ns_name(pod)
+        node = str((pod.get("spec") or {}).get("nodeName") or "")
+        for lc in claim_lifecycles(history, pod, inventory=inventory):
+            key = (uid_of(pod), lc.uid or lc.name)
+            if key in seen:
+                continue
+            seen.add(key)
+            for boundary in BOUNDARIES:
+                by_state.add(1, boundary=boundary, state=lc.boundaries[boundary].state)
+            if lc.boundaries["runtime"].reason == "runtime-injection-failed":
+                injection.add(1, namespace=namespace, node=node)
+    return [by_state, injection]
+
+
+def _allocation_waits(history: HistoryView) -> list[float]:
+    waits = []
+    for claim in history.state.of_kind("ResourceClaim"):
+        created = parse_time(meta(claim).get("creationTimestamp"))
+        alloc = (claim.get("status") or {}).get("allocation") or {}
+        allocated_at = parse_time(alloc.get("allocationTimestamp")) if isinstance(alloc, dict) else None
+        if created and allocated_at and allocated_at >= created:
+            waits.append((allocated_at - created).total_seconds())
+    return waits
+
+
+def _condition_time(pod: Object, type_: str) -> datetime | None:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == type_ and cond.get("status") == "True":
+            return parse_time(cond.get("lastTransitionTime"))
+    return None
+
+
+def _preparation_times(history: HistoryView) -> list[float]:
+    """Scheduled (and every claim allocated) → PodReadyToStartContainers, for Pods that got there."""
+    times = []
+    for pod in _pods_with_claims(history):
+        ready = _condition_time(pod, "PodReadyToStartContainers")
+        scheduled = _condition_time(pod, "PodScheduled")
+        if ready is None or scheduled is None:
+            continue
+        start = scheduled
+        namespace, _ = ns_name(pod)
+        for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
+            claim = history.state.find("ResourceClaim", namespace, str(entry.get("resourceClaimName")))
+            alloc = ((claim or {}).get("status") or {}).get("allocation") or {}
+            allocated_at = parse_time(alloc.get("allocationTimestamp")) if isinstance(alloc, dict) else None
+            if allocated_at and allocated_at > start:
+                start = allocated_at
+        if ready >= start:
+            times.append((ready - start).total_seconds())
+    return times
+
+
+def _preparation_failures(history: HistoryView) -> Family:
+    family = Family(
+        "preparation_failures_total",
+        "counter",
+        "FailedPrepareDynamicResources events (with their repeat counts) by namespace and node.",
+    )
+    for ev in sorted(history.state.of_kind("Event"), key=uid_of):
+        if ev.get("reason") not in PREPARE_FAILURE_REASONS:
+            continue
+        involved = ev.get("involvedObject") or ev.get("regarding") or {}
+        source = ev.get("source") or {}
+        node = str(source.get("host") or ev.get("reportingInstance") or "")
+        family.add(event_count(ev), namespace=str(involved.get("namespace") or ns_name(ev)[0]), node=node)
+    return family
+
+
+def _leak_families(history: HistoryView, thresholds: Thresholds) -> list[Family]:
+    flagged = Family("flagged_claims", "gauge", "Claims flagged as holding devices they should not, by reason.")
+    hours = Family("flagged_device_hours", "gauge", "Device-hours held since allocation by flagged claims, by reason.")
+    devices = Family("flagged_devices", "gauge", "Devices held by flagged claims, by reason.")
+    for reason in REASONS:
+        flagged.set(0, reason=reason)
+        hours.set(0, reason=reason)
+        devices.set(0, reason=reason)
+    for claim in find_leaks(history, thresholds)["claims"]:
+        flagged.add(1, reason=claim["reason"])
+        hours.add(float(claim["device_hours"]), reason=claim["reason"])
+        devices.add(len(claim["devices"]), reason=claim["reason"])
+    return [flagged, devices, hours]
+
+
+def families(history: HistoryView, thresholds: Thresholds | None = None) -> list[Family]:
+    inventory = Inventory.of(history.state)
+    as_of = Family("as_of_timestamp_seconds", "gauge", "Unix time of the snapshot these metrics describe.")
+    as_of.set(history.as_of.timestamp())
+    wait = Family("allocation_wait_seconds", "histogram", "Live claims: creationTimestamp to allocationTimestamp.")
+    wait.observe_all(_allocation_waits(history), ALLOCATION_WAIT_BUCKETS)
+    prep = Family(
+        "preparation_seconds",
+        "histogram",
+        "Live Pods with claims: scheduled and allocated to PodReadyToStartContainers (devices prepared).",
+    )
+    prep.observe_all(_preparation_times(history), PREPARATION_BUCKETS)
+    return [
+        as_of,
+        *_inventory_families(history, inventory),
+        _claim_state_family(history),
+        *_boundary_families(history, inventory),
+        wait,
+        prep,
+        _preparation_failures(history),
+        *_leak_families(history, thresholds or Thresholds()),
+    ]
+
+
+def render_metrics(history: HistoryView, thresholds: Thresholds | None = None) -> str:
+    """The exposition text; ends with a newline as the format requires."""
+    lines: list[str] = []
+    for family in families(history, thresholds):
+        lines.extend(family.render())
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,158 @@
+"""Why is this Pod stuck? The first boundary that does not hold, in one sentence.
+
+``explain`` returns DESIGN.md's explain JSON. Boundaries are checked in order
+(inventory, allocation, preparation, runtime) across all of the Pod's claims; the
+first one that failed (or, failing none, is still pending) names the verdict.
+A boundary with no evidence either way (unknown) never blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from dashboard.domain.inventory import Inventory
+from dashboard.domain.lifecycle import (
+    BOUNDARIES,
+    FAILED,
+    OK,
+    PENDING,
+    ClaimLifecycle,
+    is_terminal,
+    last_known,
+    pod_lifecycle,
+    timeline,
+)
+from dashboard.domain.state import HistoryView, Object, meta, ns_name
+from dashboard.domain.timefmt import rfc3339
+
+
+class PodNotFound(LookupError):
+    pass
+
+
+def _incarnations(history: HistoryView, uids: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for uid in uids:
+        obj, gone_at = last_known(history, "Pod", uid)
+        out.append(
+            {
+                "uid": uid,
+                "created": meta(obj).get("creationTimestamp") if obj else None,
+                "deleted": rfc3339(gone_at),
+            }
+        )
+    return out
+
+
+def choose_verdict(pod: Object, lifecycles: list[ClaimLifecycle]) -> dict[str, Any]:
+    """The first boundary, in order, that some claim has not passed; a failure beats a wait on it."""
+    waits_count = not is_terminal(pod)
+    for boundary in BOUNDARIES:
+        states = [(lc, lc.boundaries[boundary]) for lc in lifecycles]
+        for _lc, b in states:
+            if b.state == FAILED and b.reason:
+                return {"boundary": boundary, "reason": b.reason, "message": b.message or b.reason}
+        for lc, b in states:
+            if b.state == PENDING and waits_count:
+                if b.reason:
+                    return {"boundary": boundary, "reason": b.reason, "message": b.message or b.reason}
+                return _pending_verdict(boundary, lc, b.message)
+    return {"boundary": None, "reason": "ok", "message": _ok_message(pod, lifecycles)}
+
+
+def _pending_verdict(boundary: str, lc: ClaimLifecycle, detail: str | None) -> dict[str, Any]:
+    # DESIGN.md names no reason for a wait past allocation; these two say which boundary waits.
+    if boundary == "preparation":
+        message = detail or f"kubelet has not finished preparing claim {lc.name}"
+        return {"boundary": boundary, "reason": "preparation-pending", "message": message}
+    if boundary == "runtime":
+        message = f"claim {lc.name} is prepared, but no container using it has started yet"
+        if detail:
+            message += f": {detail}"
+        return {"boundary": boundary, "reason": "runtime-pending", "message": message}
+    return {
+        "boundary": boundary,
+        "reason": "waiting-for-scheduler",
+        "message": detail or f"claim {lc.name} is waiting for the scheduler",
+    }
+
+
+def _ok_message(pod: Object, lifecycles: list[ClaimLifecycle]) -> str:
+    if not lifecycles:
+        return "the Pod uses no resource claims"
+    devices = [f"{d.pool}/{d.device}" for lc in lifecycles for d in lc.devices]
+    nodes = sorted({lc.node for lc in lifecycles if lc.node})
+    where = f" on {', '.join(nodes)}" if nodes else ""
+    held = f"devices {', '.join(devices)}{where}" if devices else "its claims"
+    phase = (pod.get("status") or {}).get("phase")
+    if phase == "Succeeded":
+        return f"the Pod ran to completion with {held}"
+    if phase == "Failed":
+        ran = all(lc.boundaries["runtime"].state == OK for lc in lifecycles)
+        return f"the Pod Failed {'after its containers ran' if ran else 'before its containers started'} with {held}"
+    runtime_since = min((lc.boundaries["runtime"].since or "" for lc in lifecycles), default="")
+    since = f" since {runtime_since}" if runtime_since else ""
+    return f"all four boundaries hold: {held} allocated, prepared, and injected into running containers{since}"
+
+
+def explain(
+    history: HistoryView,
+    namespace: str,
+    name: str,
+    pod_uid: str | None = None,
+    observed_uuids: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The Pod's claims across the four boundaries and the verdict, as of ``history.as_of``.
+
+    The latest incarnation by default; ``pod_uid`` picks an earlier one.
+    ``observed_uuids`` (container name → GPU UUID the container saw) adds identity evidence.
+    """
+    uids = history.uids_named("Pod", namespace, name)
+    if not uids:
+        raise PodNotFound(f"no Pod {namespace}/{name} as of {rfc3339(history.as_of)}")
+    if pod_uid is not None and pod_uid not in uids:
+        raise PodNotFound(f"Pod {namespace}/{name} never had UID {pod_uid} (it had: {', '.join(uids)})")
+    uid = pod_uid or uids[-1]
+    pod, gone_at = last_known(history, "Pod", uid)
+    if pod is None:
+        raise PodNotFound(f"no stored version of Pod {namespace}/{name} ({uid})")
+    inventory = Inventory.of(history.state)
+    judged = pod_lifecycle(history, pod, gone_at, observed_uuids, inventory)
+    entries = timeline(history, pod, judged.claims, judged.events, inventory.nodes)
+    return {
+        "as_of": rfc3339(history.as_of),
+        "pod": _pod_summary(pod, gone_at),
+        "incarnations": _incarnations(history, uids),
+        "claims": [_claim_doc(lc, entries) for lc in judged.claims],
+        "verdict": _as_last_seen(choose_verdict(pod, judged.claims), gone_at),
+        "timeline": entries,
+    }
+
+
+def _as_last_seen(verdict: dict[str, Any], gone_at: datetime | None) -> dict[str, Any]:
+    """A deleted incarnation is judged as it last was; the message says so."""
+    if gone_at is not None:
+        verdict["message"] = f"the Pod was deleted at {rfc3339(gone_at)}; until then {verdict['message']}"
+    return verdict
+
+
+def _claim_doc(lc: ClaimLifecycle, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A claim's boundaries, with the timeline entries about it or about the whole Pod."""
+    doc = lc.to_dict()
+    doc["timeline"] = [e for e in entries if e.get("claim") in (None, lc.uid)]
+    return doc
+
+
+def _pod_summary(pod: Object, gone_at: datetime | None) -> dict[str, Any]:
+    namespace, name = ns_name(pod)
+    return {
+        "namespace": namespace,
+        "name": name,
+        "uid": meta(pod).get("uid"),
+        "node": (pod.get("spec") or {}).get("nodeName"),
+        "phase": (pod.get("status") or {}).get("phase"),
+        "created": meta(pod).get("creationTimestamp"),
+        "deleted": rfc3339(gone_at),
+    }

@@ -1,0 +1,141 @@
+"""Platform pages: retained claims, the weekly capacity review, inventory, audit, DeviceClasses."""
+
+from __future__ import annotations
+
+import csv
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.views.decorators.http import require_GET
+
+from dashboard import charts
+from dashboard.clusters import cluster_or_404
+from dashboard.domain.audit import audit
+from dashboard.domain.capacity import review_csv_rows, weekly_review
+from dashboard.domain.inventory import advertised_devices, device_holders, typed_value
+from dashboard.domain.leaks import find_leaks
+from dashboard.domain.matching import class_selectors, match_devices
+from dashboard.domain.state import meta
+from dashboard.history import StoredHistory
+from dashboard.reading import ReadError, leak_thresholds, open_history
+from dashboard.views import render_page
+
+
+def _history(request: HttpRequest, cluster: str) -> tuple[Any, StoredHistory]:
+    c = cluster_or_404(cluster)
+    try:
+        return c, open_history(c.name, request.GET.get("as_of") or None)
+    except ReadError as exc:
+        raise Http404(str(exc)) from None
+
+
+@require_GET
+def leaks(request: HttpRequest, cluster: str) -> HttpResponse:
+    c, history = _history(request, cluster)
+    doc = find_leaks(history, leak_thresholds())
+    total = round(sum(claim["device_hours"] for claim in doc["claims"]), 2)
+    return render_page(request, "dashboard/leaks.html", {"cluster": c, "doc": doc, "total": total}, "leaks")
+
+
+def week_start_of(value: str | None, as_of: datetime) -> datetime:
+    """Monday 00:00 UTC of ``value`` (YYYY-MM-DD), or of the week containing ``as_of``."""
+    if value:
+        try:
+            day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            raise Http404(f"week {value!r} is not a YYYY-MM-DD date") from None
+    else:
+        day = as_of.astimezone(UTC)
+    day = day.replace(hour=0, minute=0, second=0, microsecond=0)
+    return day - timedelta(days=day.weekday())
+
+
+def _review(request: HttpRequest, cluster: str) -> tuple[Any, dict[str, Any], datetime]:
+    c, history = _history(request, cluster)
+    start = week_start_of(request.GET.get("week"), history.as_of)
+    return c, weekly_review(history, start, leak_thresholds()), start
+
+
+@require_GET
+def review(request: HttpRequest, cluster: str) -> HttpResponse:
+    c, doc, start = _review(request, cluster)
+    context = {
+        "cluster": c,
+        "doc": doc,
+        "week": start.date().isoformat(),
+        "previous": (start - timedelta(days=7)).date().isoformat(),
+        "next": (start + timedelta(days=7)).date().isoformat(),
+        "devices_chart": charts.devices_over_time(doc["series"]["devices"]),
+        "weekly_chart": charts.leaked_by_week(doc["series"]["weekly"]),
+        "rows": review_csv_rows(doc),
+    }
+    return render_page(request, "dashboard/review.html", context, "review")
+
+
+@require_GET
+def review_csv(request: HttpRequest, cluster: str) -> HttpResponse:
+    c, doc, start = _review(request, cluster)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="claimline-{c.name}-week-{start.date()}.csv"'
+    csv.writer(response).writerows(review_csv_rows(doc))
+    return response
+
+
+@require_GET
+def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
+    c, history = _history(request, cluster)
+    holders = device_holders(history.state)
+    rows = []
+    for device in advertised_devices(history.state):
+        holder = holders.get(device.id)
+        rows.append(
+            {
+                "node": device.node_name or device.reach.describe(),
+                "driver": device.driver,
+                "pool": device.pool,
+                "name": device.name,
+                "product": typed_value(device.attributes.get("productName")),
+                "memory": device.capacity_value("memory"),
+                "uuid": device.uuid,
+                "taints": [f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in device.taints],
+                "holder": holder,
+                "holder_name": "/".join(filter(None, (meta(holder).get("namespace"), meta(holder).get("name"))))
+                if holder
+                else "",
+                "holder_uid": meta(holder).get("uid") if holder else "",
+                "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
+            }
+        )
+    rows.sort(key=lambda r: (r["node"], r["pool"], r["name"]))
+    held = sum(1 for r in rows if r["holder"])
+    context = {"cluster": c, "rows": rows, "held": held, "as_of": history.as_of}
+    return render_page(request, "dashboard/inventory.html", context, "inventory")
+
+
+@require_GET
+def audit_page(request: HttpRequest, cluster: str) -> HttpResponse:
+    c, history = _history(request, cluster)
+    return render_page(request, "dashboard/audit.html", {"cluster": c, "doc": audit(history)}, "warnings")
+
+
+@require_GET
+def device_classes(request: HttpRequest, cluster: str) -> HttpResponse:
+    c, history = _history(request, cluster)
+    classes = []
+    for dc in sorted(history.state.of_kind("DeviceClass"), key=lambda o: meta(o).get("name", "")):
+        name = meta(dc).get("name", "")
+        selectors = class_selectors(dc)
+        matched = match_devices(history.state, "true", name)
+        classes.append(
+            {
+                "name": name,
+                "selectors": selectors,
+                "matched": len(matched["matched"]),
+                "errors": len(matched["errors"]),
+                "total": matched["total"],
+                "extended_resource": (dc.get("spec") or {}).get("extendedResourceName"),
+                "config_count": len((dc.get("spec") or {}).get("config") or []),
+            }
+        )
+    return render_page(request, "dashboard/classes.html", {"cluster": c, "classes": classes}, "classes")

@@ -1,0 +1,120 @@
+"""explain / match-devices / leaks / audit over stored history: CLI, /api/ and pages agree with the demo story."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from demo.story import DEMO_EXPECTATIONS
+
+pytestmark = pytest.mark.django_db
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> Any:
+    capsys.readouterr()
+    call_command(*args, "--json")
+    return orjson.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("pod", sorted(DEMO_EXPECTATIONS["pods"]))
+def test_explain_gives_the_demo_verdicts(demo_history: Any, capsys: pytest.CaptureFixture[str], pod: str) -> None:
+    doc = cli_json(capsys, "explain", pod)
+    boundary, reason = DEMO_EXPECTATIONS["pods"][pod]
+    assert (doc["verdict"]["boundary"], doc["verdict"]["reason"]) == (boundary, reason), doc["verdict"]["message"]
+    assert len(doc["incarnations"]) == DEMO_EXPECTATIONS["incarnations"][pod]
+    assert doc["verdict"]["message"].strip()
+    assert {"namespace", "name", "uid"} <= set(doc["pod"])
+    for claim in doc["claims"]:
+        assert set(claim["boundaries"]) == {"inventory", "allocation", "preparation", "runtime"}
+
+
+def test_explain_as_of_an_earlier_snapshot(demo_history: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from demo.story import stage_times
+
+    at = stage_times(demo_history)[1].isoformat()
+    for pod, (boundary, reason) in DEMO_EXPECTATIONS["stages"][1].items():
+        doc = cli_json(capsys, "explain", pod, "--as-of", at)
+        assert (doc["verdict"]["boundary"], doc["verdict"]["reason"]) == (boundary, reason)
+
+
+def test_explain_unknown_pod_is_a_clear_error(demo_history: Any) -> None:
+    with pytest.raises(CommandError, match="nope"):
+        call_command("explain", "default/nope")
+    with pytest.raises(CommandError, match="NAMESPACE/POD"):
+        call_command("explain", "just-a-name")
+
+
+def test_match_devices(demo_history: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = cli_json(
+        capsys, "match-devices", "--expression", "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0"
+    )
+    assert doc["total"] == 24
+    assert len(doc["matched"]) == 8 and {d["pool"] for d in doc["matched"]} == {"worker-h100-0"}
+    assert doc["errors"] == []
+    missing = cli_json(capsys, "match-devices", "--expression", "device.attributes['gpu.nvidia.com'].nope == 1")
+    assert len(missing["errors"]) == 24 and missing["matched"] == []
+
+
+def test_match_devices_bad_expression_exits_non_zero(demo_history: Any) -> None:
+    with pytest.raises(CommandError, match="does not compile"):
+        call_command("match-devices", "--expression", "device.driver ==")
+
+
+def test_leaks_and_audit(demo_history: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    leaks = cli_json(capsys, "leaks")
+    flagged = {f"{c['namespace']}/{c['name']}": c for c in leaks["claims"]}
+    for claim, reason in DEMO_EXPECTATIONS["leaks"].items():
+        assert flagged[claim]["reason"] == reason
+        assert flagged[claim]["device_hours"] == pytest.approx(DEMO_EXPECTATIONS["leak_device_hours"][claim], rel=0.01)
+    for claim in DEMO_EXPECTATIONS["not_leaked"]:
+        assert claim not in flagged
+    audit = cli_json(capsys, "audit")
+    assert {(w["kind"], w["subject"]) for w in audit["warnings"]} >= set(DEMO_EXPECTATIONS["warnings"])
+
+
+def test_api_matches_cli(demo_history: Any, client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+    pod = "research/llm-finetune"
+    assert client.get("/api/explain", {"pod": pod}).json() == cli_json(capsys, "explain", pod)
+    assert client.get("/api/leaks").json() == cli_json(capsys, "leaks")
+    assert client.get("/api/audit").json() == cli_json(capsys, "audit")
+    bad = client.get("/api/match-devices", {"expression": "device.driver =="})
+    assert bad.status_code == 400 and "does not compile" in bad.json()["error"]
+    assert client.get("/api/explain", {"pod": "default/nope"}).status_code == 404
+    assert client.get("/api/explain", {"pod": pod, "cluster": "nope"}).status_code == 404
+
+
+def test_metrics_exposition(demo_history: Any, client: Client) -> None:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    for family in ("claimline_devices_advertised", "claimline_devices_allocated", "claimline_flagged_claims"):
+        assert f"# TYPE {family} gauge" in text
+
+
+def test_pages_render(demo_history: Any, client: Client) -> None:
+    pages = {
+        "/c/demo/pods/research/llm-finetune/": "selector-unsatisfiable",
+        "/c/demo/retained/": "report-gpu",
+        "/c/demo/review/": "Device-hours allocated",
+        "/c/demo/inventory/": "worker-h100-0",
+        "/c/demo/classes/": "gpu.nvidia.com",
+        "/c/demo/audit/": "admin-access-namespace",
+        "/c/demo/playground/?expression=device.driver+%3D%3D+%27gpu.nvidia.com%27": "24</strong> of 24",
+    }
+    for url, text in pages.items():
+        response = client.get(url)
+        assert response.status_code == 200, url
+        assert text in response.content.decode(), url
+    csv_text = client.get("/c/demo/review.csv").content.decode()
+    assert csv_text.splitlines()[0].startswith("scope,name,allocated_device_hours")
+
+
+def test_search_lands_on_the_pod(demo_history: Any, client: Client) -> None:
+    assert client.get("/c/demo/search", {"q": "llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
+    assert client.get("/c/demo/search", {"q": "research/llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
+    assert "No Pod or claim" in client.get("/c/demo/search", {"q": "nothing"}).content.decode()
