@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
+from dashboard.access import is_platform_admin, redactor_for, scope_for
 from dashboard.domain.audit import audit
 from dashboard.domain.cel import SelectorCompileError
 from dashboard.domain.leaks import find_leaks
@@ -44,10 +48,13 @@ def api_explain(request: HttpRequest, history: StoredHistory) -> Any:
     namespace, _, name = request.GET.get("pod", "").partition("/")
     if not namespace or not name:
         return _error(400, "pass pod=NAMESPACE/POD")
+    if not scope_for(request.user, history.cluster).sees(namespace):
+        return _error(404, f"no Pod {namespace}/{name}")
     try:
-        return explain(history, namespace, name, pod_uid=request.GET.get("uid") or None)
+        doc = explain(history, namespace, name, pod_uid=request.GET.get("uid") or None)
     except PodNotFound as exc:
         return _error(404, str(exc))
+    return redactor_for(request.user, history.cluster, history.state).document(doc)
 
 
 @with_history
@@ -65,15 +72,31 @@ def api_match_devices(request: HttpRequest, history: StoredHistory) -> Any:
 
 @with_history
 def api_leaks(request: HttpRequest, history: StoredHistory) -> Any:
-    return find_leaks(history, leak_thresholds())
+    return redactor_for(request.user, history.cluster, history.state).leaks(find_leaks(history, leak_thresholds()))
 
 
 @with_history
 def api_audit(request: HttpRequest, history: StoredHistory) -> Any:
-    return audit(history)
+    return redactor_for(request.user, history.cluster, history.state).audit(audit(history))
 
 
-@with_history
-def metrics(request: HttpRequest, history: StoredHistory) -> Any:
+def _may_scrape(request: HttpRequest) -> bool:
+    token = settings.CLAIMLINE_METRICS_TOKEN
+    sent = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    if token and sent and hmac.compare_digest(sent.encode(), token.encode()):
+        return True
+    return is_platform_admin(request.user)
+
+
+@login_not_required
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus scrapes with CLAIMLINE_METRICS_TOKEN; a signed-in platform admin may look too."""
+    if not _may_scrape(request):
+        return HttpResponse("metrics need a bearer token or a platform admin\n", status=401, content_type="text/plain")
+    try:
+        history = open_history(request.GET.get("cluster"), None)
+    except ReadError as exc:
+        return HttpResponse(f"# {exc}\n", status=404, content_type="text/plain")
     body = render_metrics(history, leak_thresholds())
     return HttpResponse(body, content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from collector.models import ObjectVersion
+from dashboard.access import redactor_for, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.cel import SelectorCompileError
 from dashboard.domain.lifecycle import BOUNDARIES
@@ -26,13 +27,14 @@ def search(request: HttpRequest, cluster: str) -> HttpResponse:
     query = request.GET.get("q", "").strip()
     namespace, slash, name = query.rpartition("/") if "/" in query else ("", "", query)
     hits: list[dict[str, Any]] = []
+    scope = scope_for(request.user, c)
     if name:
         rows = ObjectVersion.objects.filter(cluster=c, kind__in=["Pod", "ResourceClaim"], name=name)
         if slash:
             rows = rows.filter(namespace=namespace)
         seen: set[tuple[str, str, str]] = set()
         for kind, ns, n in rows.order_by("kind", "namespace").values_list("kind", "namespace", "name"):
-            if (kind, ns, n) not in seen:
+            if (kind, ns, n) not in seen and scope.sees(ns):
                 seen.add((kind, ns, n))
                 hits.append({"kind": kind, "namespace": ns, "name": n, "url": _url_for(c.name, kind, ns, n)})
     pods = [h for h in hits if h["kind"] == "Pod"]
@@ -58,11 +60,13 @@ def _url_for(cluster: str, kind: str, namespace: str, name: str) -> str:
 @require_GET
 def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
     c = cluster_or_404(cluster)
+    require_namespace(scope_for(request.user, c), namespace)
     try:
         history = open_history(c.name, request.GET.get("as_of") or None)
         doc = explain(history, namespace, name, pod_uid=request.GET.get("uid") or None)
     except (ReadError, PodNotFound) as exc:
         raise Http404(str(exc)) from None
+    doc = redactor_for(request.user, c, history.state).document(doc)
     context = {
         "cluster": c,
         "doc": doc,

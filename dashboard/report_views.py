@@ -10,6 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from dashboard import charts
+from dashboard.access import is_platform_admin, redactor_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.audit import audit
 from dashboard.domain.capacity import review_csv_rows, weekly_review
@@ -33,7 +34,7 @@ def _history(request: HttpRequest, cluster: str) -> tuple[Any, StoredHistory]:
 @require_GET
 def leaks(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    doc = find_leaks(history, leak_thresholds())
+    doc = redactor_for(request.user, c, history.state).leaks(find_leaks(history, leak_thresholds()))
     total = round(sum(claim["device_hours"] for claim in doc["claims"]), 2)
     return render_page(request, "dashboard/leaks.html", {"cluster": c, "doc": doc, "total": total}, "leaks")
 
@@ -54,7 +55,8 @@ def week_start_of(value: str | None, as_of: datetime) -> datetime:
 def _review(request: HttpRequest, cluster: str) -> tuple[Any, dict[str, Any], datetime]:
     c, history = _history(request, cluster)
     start = week_start_of(request.GET.get("week"), history.as_of)
-    return c, weekly_review(history, start, leak_thresholds()), start
+    doc = weekly_review(history, start, leak_thresholds())
+    return c, redactor_for(request.user, c, history.state).review(doc), start
 
 
 @require_GET
@@ -86,9 +88,12 @@ def review_csv(request: HttpRequest, cluster: str) -> HttpResponse:
 def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
     holders = device_holders(history.state)
+    redactor = redactor_for(request.user, c, history.state)
     rows = []
     for device in advertised_devices(history.state):
         holder = holders.get(device.id)
+        if holder is not None and not redactor.scope.sees(meta(holder).get("namespace")):
+            holder = {"metadata": {"name": "(another namespace)"}, "status": holder.get("status")}
         rows.append(
             {
                 "node": device.node_name or device.reach.describe(),
@@ -103,7 +108,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
                 "holder_name": "/".join(filter(None, (meta(holder).get("namespace"), meta(holder).get("name"))))
                 if holder
                 else "",
-                "holder_uid": meta(holder).get("uid") if holder else "",
+                "holder_uid": meta(holder).get("uid", "") if holder else "",
                 "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
             }
         )
@@ -116,13 +121,15 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
 @require_GET
 def audit_page(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    return render_page(request, "dashboard/audit.html", {"cluster": c, "doc": audit(history)}, "warnings")
+    doc = redactor_for(request.user, c, history.state).audit(audit(history))
+    return render_page(request, "dashboard/audit.html", {"cluster": c, "doc": doc}, "warnings")
 
 
 @require_GET
 def device_classes(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
     classes = []
+    admin = is_platform_admin(request.user)
     for dc in sorted(history.state.of_kind("DeviceClass"), key=lambda o: meta(o).get("name", "")):
         name = meta(dc).get("name", "")
         selectors = class_selectors(dc)
@@ -136,6 +143,8 @@ def device_classes(request: HttpRequest, cluster: str) -> HttpResponse:
                 "total": matched["total"],
                 "extended_resource": (dc.get("spec") or {}).get("extendedResourceName"),
                 "config_count": len((dc.get("spec") or {}).get("config") or []),
+                # Opaque driver parameters may carry site details: admins only.
+                "config": (dc.get("spec") or {}).get("config") if admin else None,
             }
         )
     return render_page(request, "dashboard/classes.html", {"cluster": c, "classes": classes}, "classes")

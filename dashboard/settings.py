@@ -56,6 +56,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "dashboard.middleware.TrustedProxyHeaderMiddleware",
+    "dashboard.middleware.SignInRequiredMiddleware",
+    "dashboard.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -92,12 +95,24 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
 SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = not DEBUG and env_bool("CLAIMLINE_SECURE_COOKIES", default=False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Production (DJANGO_DEBUG=false) assumes HTTPS, usually terminated by a proxy that sets X-Forwarded-Proto.
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_SSL_REDIRECT = not DEBUG
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_HSTS_SECONDS = 0 if DEBUG else env_int("CLAIMLINE_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = not DEBUG
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 LOGGING = {
     "version": 1,
@@ -110,6 +125,23 @@ LOGGING = {
 }
 
 # --- Claimline's own settings -------------------------------------------------
+# Members of this group (and superusers) are platform admins: every namespace, opaque device config.
+CLAIMLINE_ADMIN_GROUP = os.environ.get("CLAIMLINE_ADMIN_GROUP", "platform-admins")
+# Sign-in by an SSO/OIDC proxy's header (e.g. X-Forwarded-User); off unless set.
+CLAIMLINE_TRUSTED_USER_HEADER = os.environ.get("CLAIMLINE_TRUSTED_USER_HEADER", "")
+CLAIMLINE_TRUSTED_GROUPS_HEADER = os.environ.get("CLAIMLINE_TRUSTED_GROUPS_HEADER", "")
+CLAIMLINE_TRUSTED_PROXIES = env_list("CLAIMLINE_TRUSTED_PROXIES", ["127.0.0.1", "::1"])
+# Prometheus scrapes /metrics with "Authorization: Bearer <token>"; empty: only signed-in admins.
+CLAIMLINE_METRICS_TOKEN = os.environ.get("CLAIMLINE_METRICS_TOKEN", "")
+# Plotly sets inline styles on its SVG; no script runs inline.
+CLAIMLINE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+    "form-action 'self'"
+)
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+if CLAIMLINE_TRUSTED_USER_HEADER:
+    AUTHENTICATION_BACKENDS.insert(0, "django.contrib.auth.backends.RemoteUserBackend")
 CLAIMLINE_KUBECONFIG = os.environ.get("CLAIMLINE_KUBECONFIG") or None
 CLAIMLINE_CLUSTERS = parse_clusters(os.environ.get("CLAIMLINE_CLUSTERS", "demo=demo"), CLAIMLINE_KUBECONFIG)
 CLAIMLINE_COLLECT_INTERVAL = env_int("CLAIMLINE_COLLECT_INTERVAL", 30, minimum=1)
@@ -136,3 +168,4 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CLAIMLINE_COLLECT_LOCK_TIMEOUT = env_int("CLAIMLINE_COLLECT_LOCK_TIMEOUT", 600, minimum=1)
+CLAIMLINE_RETENTION_DAYS = env_int("CLAIMLINE_RETENTION_DAYS", 90, minimum=1)

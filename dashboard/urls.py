@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from dashboard import api, diagnosis_views, report_views, views
@@ -25,5 +26,7 @@ urlpatterns = [
     path("metrics", api.metrics, name="metrics"),
     path("api/claims", views.api_claims, name="api-claims"),
     path("healthz", views.healthz, name="healthz"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]

@@ -5,13 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.contrib.auth.decorators import login_not_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 
 from collector.models import Cluster, ObjectVersion, Snapshot
 from collector.reports import snapshots_document
+from dashboard.access import is_platform_admin, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404, default_cluster_name
 from dashboard.domain.claims import claim_summaries, summarize_claim
 from dashboard.domain.diff import diff
@@ -38,7 +40,9 @@ def claims(request: HttpRequest, cluster: str) -> HttpResponse:
     except NoSnapshot as exc:
         context.update(claims=[], as_of=None, empty_reason=str(exc))
     else:
-        context.update(claims=claim_summaries(history.state), as_of=history.as_of)
+        scope = scope_for(request.user, c)
+        visible = [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
+        context.update(claims=visible, as_of=history.as_of)
     context["last_run"] = Snapshot.objects.filter(cluster=c).order_by("-at").first()
     return render_page(request, "dashboard/claims.html", context, "claims-table")
 
@@ -48,12 +52,11 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     rows = list(
         ObjectVersion.objects.filter(cluster=c, kind="ResourceClaim", uid=uid)
         .order_by("valid_from")
-        .values("valid_from", "valid_to", "deleted", "content", "snapshot_id")
+        .values("valid_from", "valid_to", "deleted", "content", "namespace")
     )
     if not rows:
-        from django.http import Http404
-
         raise Http404("no such claim")
+    require_namespace(scope_for(request.user, c), rows[0]["namespace"])
     versions = []
     previous = None
     for row in rows:
@@ -77,14 +80,20 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
 def snapshots(request: HttpRequest, cluster: str) -> HttpResponse:
     c = cluster_or_404(cluster)
     runs = Snapshot.objects.filter(cluster=c).select_related("cluster").order_by("-at", "-pk")[:200]
-    return render_page(request, "dashboard/snapshots.html", {"cluster": c, "runs": runs}, "runs")
+    context = {"cluster": c, "runs": runs, "show_errors": is_platform_admin(request.user)}
+    return render_page(request, "dashboard/snapshots.html", context, "runs")
 
 
 def api_snapshots(request: HttpRequest) -> JsonResponse:
     runs = Snapshot.objects.select_related("cluster").order_by("-at", "-pk")
     if request.GET.get("cluster"):
         runs = runs.filter(cluster__name=request.GET["cluster"])
-    return JsonResponse(snapshots_document(runs[:500]))
+    doc = snapshots_document(runs[:500])
+    if not is_platform_admin(request.user):
+        # Run errors name objects of every namespace.
+        for entry in doc["snapshots"]:
+            entry["error"] = "(hidden)" if entry["error"] else ""
+    return JsonResponse(doc)
 
 
 def api_claims(request: HttpRequest) -> JsonResponse:
@@ -93,6 +102,7 @@ def api_claims(request: HttpRequest) -> JsonResponse:
         history = StoredHistory(c)
     except NoSnapshot as exc:
         return JsonResponse({"error": str(exc)}, status=404)
+    scope = scope_for(request.user, c)
     return JsonResponse(
         {
             "as_of": history.as_of.isoformat().replace("+00:00", "Z"),
@@ -108,10 +118,12 @@ def api_claims(request: HttpRequest) -> JsonResponse:
                     "url": reverse("claim", args=[c.name, s.uid]),
                 }
                 for s in claim_summaries(history.state)
+                if scope.sees(s.namespace)
             ],
         }
     )
 
 
+@login_not_required
 def healthz(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok", content_type="text/plain")

@@ -33,3 +33,11 @@ def chromium_page() -> Iterator:
             yield page
         finally:
             browser.close()
+
+
+def sign_in(page, base_url: str, username: str = "admin", password: str = "pw") -> None:  # type: ignore[no-untyped-def]
+    page.goto(base_url + "/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)

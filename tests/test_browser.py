@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from demo import builders as b
-from tests.browser import chromium_page
+from tests.browser import chromium_page, sign_in
 from tests.clusters import T0, small_cluster
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls are ours, not async.
@@ -18,10 +18,16 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(autouse=True)
+def admin(django_user_model):  # type: ignore[no-untyped-def]
+    return django_user_model.objects.create_superuser("admin", password="pw")
+
+
 def test_home_page_lists_claims_and_opens_one(live_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "a.json").write_bytes(b.dump_json(small_cluster()))
     call_command("import-snapshot", str(tmp_path / "a.json"), "--at", T0.isoformat())
     with chromium_page() as page:
+        sign_in(page, live_server.url)
         page.goto(live_server.url + "/")
         table = page.get_by_test_id("claims")
         table.wait_for()
@@ -36,6 +42,7 @@ def test_home_page_lists_claims_and_opens_one(live_server, tmp_path: Path) -> No
 
 def test_search_a_pod_and_read_its_verdict_and_timeline(live_server, demo_history) -> None:  # type: ignore[no-untyped-def]
     with chromium_page() as page:
+        sign_in(page, live_server.url)
         page.goto(live_server.url + "/c/demo/")
         page.get_by_role("searchbox", name="Pod or claim name").fill("llm-finetune")
         page.keyboard.press("Enter")
@@ -53,6 +60,7 @@ def test_search_a_pod_and_read_its_verdict_and_timeline(live_server, demo_histor
 
 def test_pod_with_two_incarnations_switches_between_them(live_server, demo_history) -> None:  # type: ignore[no-untyped-def]
     with chromium_page() as page:
+        sign_in(page, live_server.url)
         page.goto(live_server.url + "/c/demo/pods/ml-training/jupyter-alice-0/")
         links = page.get_by_test_id("incarnations").get_by_role("link")
         assert links.count() == 1
@@ -64,6 +72,7 @@ def test_pod_with_two_incarnations_switches_between_them(live_server, demo_histo
 
 def test_playground_matches_as_you_type(live_server, demo_history) -> None:  # type: ignore[no-untyped-def]
     with chromium_page() as page:
+        sign_in(page, live_server.url)
         page.goto(live_server.url + "/c/demo/playground/")
         page.locator("#expression").fill("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0")
         results = page.get_by_test_id("playground-results")
@@ -77,6 +86,7 @@ def test_playground_matches_as_you_type(live_server, demo_history) -> None:  # t
 
 def test_report_pages_and_charts(live_server, demo_history) -> None:  # type: ignore[no-untyped-def]
     with chromium_page() as page:
+        sign_in(page, live_server.url)
         page.goto(live_server.url + "/c/demo/retained/")
         assert "orphaned-allocation" in page.get_by_test_id("leaks").inner_text()
         page.goto(live_server.url + "/c/demo/review/")

@@ -76,19 +76,19 @@ def test_leaks_and_audit(demo_history: Any, capsys: pytest.CaptureFixture[str]) 
     assert {(w["kind"], w["subject"]) for w in audit["warnings"]} >= set(DEMO_EXPECTATIONS["warnings"])
 
 
-def test_api_matches_cli(demo_history: Any, client: Client, capsys: pytest.CaptureFixture[str]) -> None:
+def test_api_matches_cli(demo_history: Any, admin_client: Client, capsys: pytest.CaptureFixture[str]) -> None:
     pod = "research/llm-finetune"
-    assert client.get("/api/explain", {"pod": pod}).json() == cli_json(capsys, "explain", pod)
-    assert client.get("/api/leaks").json() == cli_json(capsys, "leaks")
-    assert client.get("/api/audit").json() == cli_json(capsys, "audit")
-    bad = client.get("/api/match-devices", {"expression": "device.driver =="})
+    assert admin_client.get("/api/explain", {"pod": pod}).json() == cli_json(capsys, "explain", pod)
+    assert admin_client.get("/api/leaks").json() == cli_json(capsys, "leaks")
+    assert admin_client.get("/api/audit").json() == cli_json(capsys, "audit")
+    bad = admin_client.get("/api/match-devices", {"expression": "device.driver =="})
     assert bad.status_code == 400 and "does not compile" in bad.json()["error"]
-    assert client.get("/api/explain", {"pod": "default/nope"}).status_code == 404
-    assert client.get("/api/explain", {"pod": pod, "cluster": "nope"}).status_code == 404
+    assert admin_client.get("/api/explain", {"pod": "default/nope"}).status_code == 404
+    assert admin_client.get("/api/explain", {"pod": pod, "cluster": "nope"}).status_code == 404
 
 
-def test_metrics_exposition(demo_history: Any, client: Client) -> None:
-    response = client.get("/metrics")
+def test_metrics_exposition(demo_history: Any, admin_client: Client) -> None:
+    response = admin_client.get("/metrics")
     assert response.status_code == 200
     text = response.content.decode()
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")
@@ -96,7 +96,7 @@ def test_metrics_exposition(demo_history: Any, client: Client) -> None:
         assert f"# TYPE {family} gauge" in text
 
 
-def test_pages_render(demo_history: Any, client: Client) -> None:
+def test_pages_render(demo_history: Any, admin_client: Client) -> None:
     pages = {
         "/c/demo/pods/research/llm-finetune/": "selector-unsatisfiable",
         "/c/demo/retained/": "report-gpu",
@@ -107,14 +107,14 @@ def test_pages_render(demo_history: Any, client: Client) -> None:
         "/c/demo/playground/?expression=device.driver+%3D%3D+%27gpu.nvidia.com%27": "24</strong> of 24",
     }
     for url, text in pages.items():
-        response = client.get(url)
+        response = admin_client.get(url)
         assert response.status_code == 200, url
         assert text in response.content.decode(), url
-    csv_text = client.get("/c/demo/review.csv").content.decode()
+    csv_text = admin_client.get("/c/demo/review.csv").content.decode()
     assert csv_text.splitlines()[0].startswith("scope,name,allocated_device_hours")
 
 
-def test_search_lands_on_the_pod(demo_history: Any, client: Client) -> None:
-    assert client.get("/c/demo/search", {"q": "llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
-    assert client.get("/c/demo/search", {"q": "research/llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
-    assert "No Pod or claim" in client.get("/c/demo/search", {"q": "nothing"}).content.decode()
+def test_search_lands_on_the_pod(demo_history: Any, admin_client: Client) -> None:
+    assert admin_client.get("/c/demo/search", {"q": "llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
+    assert admin_client.get("/c/demo/search", {"q": "research/llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
+    assert "No Pod or claim" in admin_client.get("/c/demo/search", {"q": "nothing"}).content.decode()

@@ -406,3 +406,26 @@ def test_prepare_failures_naming_one_claim_do_not_fail_the_other() -> None:
     ev = b.event(pod, "FailedPrepareDynamicResources", message, created + 2 * S, count=2)
     lcs = lifecycles_at([(T0, [*platform(), tpl_a, tpl_b, pod, claim_a, claim_b, ev])], pod)
     assert [lc.boundaries["preparation"].state for lc in lcs] == [PENDING, FAILED]
+
+
+def test_runtime_failed_from_kubelet_events_alone() -> None:
+    created = T0 - 10 * M
+    sched = created + S
+    pod = b.pod(NS, "train", created, node_name=NODE, conditions=b.stuck_conditions(sched, sandbox_ready=True))
+    claim = b.template_claim(
+        template(), pod, allocated=[("gpu", NODE, "gpu-0")], allocated_at=sched, reserved_for=[pod]
+    )
+    ev = b.event(
+        pod,
+        "Failed",
+        "Error: failed to inject CDI devices: unresolvable CDI devices k8s.gpu.nvidia.com/claim=x",
+        created + M,
+        T0 - M,
+        count=4,
+        field_path="spec.containers{main}",
+    )
+    (lc,) = lifecycles_at([(T0, [*platform(), pod, claim, ev])], pod)
+    rt = lc.boundaries["runtime"]
+    assert rt.state == FAILED and rt.since == b.ts(created + M)
+    assert (rt.message or "").startswith(f"a container cannot be created on {NODE} with claim")
+    assert "4x Failed event" in (rt.message or "")

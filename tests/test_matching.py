@@ -179,7 +179,7 @@ def test_insufficient_when_matching_devices_are_spread_over_nodes() -> None:
     assert sim.reason == "insufficient-devices"
     message = sim.message()
     assert "needs 4 devices of class gpu.nvidia.com on one node" in message
-    assert "only 6 devices match in the cluster, at most 3 on one node (a-0: 3, a-1: 3)" in message
+    assert "on one node: 6 devices match in the cluster, but at most 3 are on one node (a-0: 3, a-1: 3)" in message
 
 
 def test_requests_of_one_pod_share_a_node_and_do_not_share_devices() -> None:
@@ -311,3 +311,13 @@ def test_missing_inventory_per_class_driver() -> None:
 
 def test_stage_order() -> None:
     assert Stage.NO_MATCH < Stage.TOO_FEW < Stage.IN_USE < Stage.TAINTED < Stage.FITS
+
+
+def test_insufficient_when_the_whole_cluster_has_too_few() -> None:
+    state = state_of(b.device_class(), *gpu_node("a-0", 2))
+    sim = run(state, claim("eight", b.request(count=8)))
+    assert sim.reason == "insufficient-devices"
+    assert sim.message() == (
+        "request gpu needs 8 devices of class gpu.nvidia.com on one node, but only 2 devices match in the cluster "
+        "(a-0: 2)"
+    )

@@ -175,7 +175,7 @@ def test_insufficient_devices_spread_over_nodes() -> None:
     pod, claim = unscheduled("train", tpl)
     v = verdict(platform(tpl, pod, claim, nodes=gpu_nodes(("a-0", 2), ("a-1", 3), ("a-2", 2))), "train")
     assert (v["boundary"], v["reason"]) == ("allocation", "insufficient-devices")
-    assert "only 7 devices match in the cluster, at most 3 on one node (a-1: 3, a-0: 2, a-2: 2)" in v["message"]
+    assert "7 devices match in the cluster, but at most 3 are on one node (a-1: 3, a-0: 2, a-2: 2)" in v["message"]
 
 
 def test_insufficient_when_another_claim_pins_the_pod_to_a_node() -> None:

@@ -29,14 +29,14 @@ def history(tmp_path: Path) -> list[dict]:
     return later
 
 
-def test_home_redirects_to_the_default_cluster(client: Client) -> None:
-    response = client.get("/")
+def test_home_redirects_to_the_default_cluster(admin_client: Client) -> None:
+    response = admin_client.get("/")
     assert response.status_code == 302
     assert response["Location"] == "/c/demo/"
 
 
-def test_claims_page_lists_claims(client: Client, history: list[dict]) -> None:
-    response = client.get("/c/demo/")
+def test_claims_page_lists_claims(admin_client: Client, history: list[dict]) -> None:
+    response = admin_client.get("/c/demo/")
     assert response.status_code == 200
     body = response.content.decode()
     for claim in (o for o in history if o["kind"] == "ResourceClaim"):
@@ -45,52 +45,52 @@ def test_claims_page_lists_claims(client: Client, history: list[dict]) -> None:
     assert "<html" in body
 
 
-def test_claims_partial_for_htmx(client: Client, history: list[dict]) -> None:
-    response = client.get("/c/demo/", HTTP_HX_REQUEST="true")
+def test_claims_partial_for_htmx(admin_client: Client, history: list[dict]) -> None:
+    response = admin_client.get("/c/demo/", HTTP_HX_REQUEST="true")
     body = response.content.decode()
     assert "<html" not in body and 'id="claims"' in body
     assert "HX-Request" in response["Vary"]
 
 
-def test_claim_page_shows_versions_with_their_changes(client: Client, history: list[dict]) -> None:
+def test_claim_page_shows_versions_with_their_changes(admin_client: Client, history: list[dict]) -> None:
     claim = next(o for o in history if o["kind"] == "ResourceClaim")
-    response = client.get(f"/c/demo/claims/{claim['metadata']['uid']}/")
+    response = admin_client.get(f"/c/demo/claims/{claim['metadata']['uid']}/")
     body = response.content.decode()
     assert response.status_code == 200
     assert body.count("<li>") == 2
     assert "status.reservedFor" in body
 
 
-def test_unknown_claim_and_cluster_are_404(client: Client, history: list[dict]) -> None:
-    assert client.get("/c/demo/claims/nope/").status_code == 404
-    assert client.get("/c/nope/").status_code == 404
+def test_unknown_claim_and_cluster_are_404(admin_client: Client, history: list[dict]) -> None:
+    assert admin_client.get("/c/demo/claims/nope/").status_code == 404
+    assert admin_client.get("/c/nope/").status_code == 404
 
 
-def test_empty_cluster_says_how_to_collect(client: Client) -> None:
+def test_empty_cluster_says_how_to_collect(admin_client: Client) -> None:
     from collector.history import get_cluster
 
     get_cluster("demo")
-    assert "collect --once" in client.get("/c/demo/").content.decode()
+    assert "collect --once" in admin_client.get("/c/demo/").content.decode()
 
 
-def test_api_snapshots_and_claims(client: Client, history: list[dict]) -> None:
-    snaps = client.get("/api/snapshots").json()["snapshots"]
+def test_api_snapshots_and_claims(admin_client: Client, history: list[dict]) -> None:
+    snaps = admin_client.get("/api/snapshots").json()["snapshots"]
     assert [s["versions_written"] for s in snaps] == [1, len(history)]
-    claims = client.get("/api/claims").json()
+    claims = admin_client.get("/api/claims").json()
     assert claims["as_of"] == (T0 + timedelta(hours=1)).isoformat().replace("+00:00", "Z")
     assert {c["state"] for c in claims["claims"]} == {"reserved", "allocated"}
 
 
-def test_snapshots_page(client: Client, history: list[dict]) -> None:
-    body = client.get("/c/demo/snapshots/").content.decode()
+def test_snapshots_page(admin_client: Client, history: list[dict]) -> None:
+    body = admin_client.get("/c/demo/snapshots/").content.decode()
     assert "import a.json" in body and "import b.json" in body
 
 
-def test_names_from_the_cluster_are_escaped(client: Client, tmp_path: Path) -> None:
+def test_names_from_the_cluster_are_escaped(admin_client: Client, tmp_path: Path) -> None:
     hostile = b.claim("team-a", "x", [b.request()], T0)
     hostile["metadata"]["name"] = "<script>alert(1)</script>"
     (tmp_path / "h.json").write_bytes(b.dump_json([hostile]))
     call_command("import-snapshot", str(tmp_path / "h.json"), "--at", T0.isoformat())
-    body = client.get("/c/demo/").content.decode()
+    body = admin_client.get("/c/demo/").content.decode()
     assert "<script>alert(1)</script>" not in body
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body

@@ -768,10 +768,9 @@ def _waiting_message(ctx: PodContext, lc: ClaimLifecycle, sim: Simulation) -> st
     failures = ctx.events_with(("FailedScheduling",))
     if failures:
         ev = failures[-1]
-        said = (
-            f'; the scheduler reported "{_quote(ev.get("message"))}" {event_count(ev)} times '
-            f"since {_short_time(event_first(ev))}"
-        )
+        count = event_count(ev)
+        times = f"{count} times since" if count > 1 else "at"
+        said = f'; the scheduler reported "{_quote(ev.get("message"))}" {times} {_short_time(event_first(ev))}'
     elif cond and cond.get("status") == "False" and cond.get("message"):
         said = f'; the scheduler reported "{_quote(cond.get("message"))}"'
     else:
@@ -850,7 +849,7 @@ def preparation_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     evidence = [_event_evidence(e) for e in failures] + cond_evidence
     if ready:
         evidence.append(_condition_evidence(ready))
-    last_failure = max((event_last(e) or "" for e in failures), default=None)
+    last_failure = max((event_last(e) for e in failures), key=time_key, default=None)
     ready_at = ready.get("lastTransitionTime") if ready and ready.get("status") == "True" else None
     if ctx.phase == "Succeeded" or any("running" in (cs.get("state") or {}) for cs in _container_statuses(ctx.pod)):
         return Boundary(OK, since=ready_at or _earliest(started), evidence=evidence)
@@ -1018,19 +1017,25 @@ def runtime_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
             reason="runtime-injection-failed",
             message=(
                 f"container {m['container']} sees GPU {m['observed']}, but claim {lc.name} was allocated "
-                f"{', '.join(m['expected']) or 'devices without a uuid attribute'}"
+                f"{', '.join(m['expected'])}"
             ),
         )
-    if injection and not running_now:
+    if not injection and cdi_events and not running_now:
+        # No container status says it (yet), but kubelet's events do, and nothing started since.
+        latest = max(cdi_events, key=lambda e: time_key(event_last(e)))
+        if not any(_later(t, event_last(latest)) for t in started):
+            injection.append(("", f"{event_count(latest)}x {latest.get('reason')} event", str(latest.get("message"))))
+    if injection:
         container, reason, text = injection[0]
         since = _earliest(event_first(e) for e in cdi_events) if cdi_events else None
+        who = f"container {container}" if container else "a container"
         return Boundary(
             FAILED,
             since=since,
             evidence=evidence,
             reason="runtime-injection-failed",
             message=(
-                f"container {container} cannot be created on {ctx.node_name or lc.node or 'its node'} with "
+                f"{who} cannot be created on {ctx.node_name or lc.node or 'its node'} with "
                 f"claim {lc.name}'s devices ({reason}): {_quote(text)}"
             ),
         )
@@ -1050,27 +1055,39 @@ def _runtime_waiting(statuses: list[dict[str, Any]]) -> str | None:
 
 
 def _identity_evidence(ctx: PodContext, lc: ClaimLifecycle, statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The GPU UUID each container saw against the ``uuid`` attributes of the devices it was given.
+
+    A container using several claims may see any of their devices; without any
+    known uuid there is nothing to compare (``match`` is None).
+    """
     if not ctx.observed_uuids:
         return []
-    expected = []
-    for d in lc.devices:
-        advertised = ctx.inventory.by_id.get(d.id)
-        if advertised is not None and advertised.uuid:
-            expected.append(advertised.uuid)
     names = {str(cs.get("name")) for cs in statuses} | _containers_using(ctx.pod, lc.pod_claim.pod_claim_name)
     out = []
     for container, observed in sorted(ctx.observed_uuids.items()):
         if container not in names:
             continue
+        given = [o for o in ctx.claims if container in _containers_using(ctx.pod, o.pod_claim.pod_claim_name)]
+        expected = _uuids(ctx, given or [lc])
         out.append(
             {
                 "kind": "Identity",
                 "container": container,
                 "observed": observed,
                 "expected": expected,
-                "match": observed in expected,
+                "match": (observed in expected) if expected else None,
             }
         )
+    return out
+
+
+def _uuids(ctx: PodContext, lifecycles: Iterable[ClaimLifecycle]) -> list[str]:
+    out = []
+    for lc in lifecycles:
+        for d in lc.devices:
+            advertised = ctx.inventory.by_id.get(d.id)
+            if advertised is not None and advertised.uuid:
+                out.append(advertised.uuid)
     return out
 
 

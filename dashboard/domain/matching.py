@@ -478,9 +478,12 @@ class Simulation:
         spread = ", ".join(f"{n}: {c}" for n, c in ranked[:4])
         if len(ranked) > 4:
             spread += f", {len(ranked) - 4} more nodes"
+        most = max(per_node.values())
+        if total < failing.needed:
+            return f"{subject} needs {ask.wants()} on one node, but only {total} {noun} in the cluster ({spread})"
         return (
-            f"{subject} needs {ask.wants()} on one node, but only {total} {noun} in the cluster, "
-            f"at most {max(per_node.values())} on one node ({spread})"
+            f"{subject} needs {ask.wants()} on one node: {total} {noun} in the cluster, "
+            f"but at most {most} are on one node ({spread})"
         )
 
     def _in_use(self, subject: str, failing: AskOnNode) -> str:

@@ -1,0 +1,53 @@
+"""The signed-in user's scope: platform admins see everything, team members their granted namespaces.
+
+Every view resolves a scope and asks the domain's redaction helpers to keep
+other teams' claim details out of what it renders; a guessed name or UID
+outside the scope is a 404, never the data.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q
+from django.http import Http404
+
+from collector.models import Cluster
+from dashboard.domain.redaction import Redactor, Scope
+from dashboard.domain.state import ClusterState, ns_name
+from dashboard.models import NamespaceGrant
+
+
+def is_platform_admin(user: AbstractBaseUser | AnonymousUser) -> bool:
+    if not user.is_authenticated:
+        return False
+    if getattr(user, "is_superuser", False):
+        return True
+    return user.groups.filter(name=settings.CLAIMLINE_ADMIN_GROUP).exists()  # type: ignore[union-attr,attr-defined]
+
+
+def scope_for(user: AbstractBaseUser | AnonymousUser, cluster: Cluster) -> Scope:
+    if is_platform_admin(user):
+        return Scope(admin=True)
+    if not user.is_authenticated:
+        return Scope(admin=False, namespaces=frozenset())
+    namespaces = NamespaceGrant.objects.filter(
+        Q(cluster__isnull=True) | Q(cluster=cluster), group__in=user.groups.all()  # type: ignore[union-attr,attr-defined]
+    ).values_list("namespace", flat=True)
+    return Scope(admin=False, namespaces=frozenset(namespaces))
+
+
+def require_namespace(scope: Scope, namespace: str) -> None:
+    """404 for a namespaced object outside the scope: its existence is not confirmed."""
+    if not scope.sees(namespace):
+        raise Http404("not found")
+
+
+def redactor_for(user: AbstractBaseUser | AnonymousUser, cluster: Cluster, state: ClusterState) -> Redactor:
+    scope = scope_for(user, cluster)
+    if scope.admin:
+        return Redactor(scope, ())
+    known = {ns_name(o)[1] for o in state.of_kind("Namespace")}
+    for kind in ("ResourceClaim", "Pod"):
+        known.update(ns_name(o)[0] for o in state.of_kind(kind))
+    return Redactor(scope, known)

@@ -1,0 +1,76 @@
+"""Keeping other teams' claim details out of documents a team member sees.
+
+Documents (explain, leaks, audit, the weekly review) are computed over the
+whole cluster, so verdicts stay right (devices held by another team are still
+held); what a team member is shown is then filtered here: entries about other
+namespaces are dropped, and ``namespace/name`` references to them inside
+messages and evidence are replaced.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+HIDDEN = "(a claim in another namespace)"
+
+
+@dataclass(frozen=True)
+class Scope:
+    admin: bool
+    namespaces: frozenset[str] = field(default_factory=frozenset)
+
+    def sees(self, namespace: str | None) -> bool:
+        """Cluster-scoped objects (no namespace) are inventory everyone may see."""
+        return self.admin or not namespace or namespace in self.namespaces
+
+
+# namespace/name, where a namespace is a DNS label.
+_REFERENCE = re.compile(r"\b([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)/([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)")
+
+
+class Redactor:
+    def __init__(self, scope: Scope, known_namespaces: Iterable[str]):
+        self.scope = scope
+        self.hidden = frozenset(ns for ns in known_namespaces if ns and not scope.sees(ns))
+
+    def text(self, value: str) -> str:
+        if not self.hidden or "/" not in value:
+            return value
+        return _REFERENCE.sub(lambda m: HIDDEN if m.group(1) in self.hidden else m.group(0), value)
+
+    def document(self, value: Any) -> Any:
+        """A copy of ``value`` with hidden references replaced and entries naming a hidden namespace dropped."""
+        if self.scope.admin or not self.hidden:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.document(v) for v in value if not self._about_hidden(v)]
+        if isinstance(value, dict):
+            return {k: self.document(v) for k, v in value.items()}
+        return value
+
+    def _about_hidden(self, value: Any) -> bool:
+        return isinstance(value, dict) and isinstance(value.get("namespace"), str) and value["namespace"] in self.hidden
+
+    def leaks(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return {**doc, "claims": [self.document(c) for c in doc["claims"] if self.scope.sees(c.get("namespace"))]}
+
+    def audit(self, doc: dict[str, Any]) -> dict[str, Any]:
+        def visible(w: dict[str, Any]) -> bool:
+            subject = str(w.get("subject", ""))
+            namespace = subject.split("/", 1)[0] if "/" in subject else subject
+            # A subject is a node, a namespace or namespace/claim; nodes are inventory.
+            return namespace not in self.hidden
+
+        return {**doc, "warnings": [self.document(w) for w in doc["warnings"] if visible(w)]}
+
+    def review(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **doc,
+            "by_namespace": [r for r in doc["by_namespace"] if self.scope.sees(r.get("namespace"))],
+            "top_offenders": [self.document(o) for o in doc["top_offenders"] if self.scope.sees(o.get("namespace"))],
+        }

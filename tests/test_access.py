@@ -1,0 +1,185 @@
+"""Owner (platform admin), member (team granted ml-training) and outsider, on every page and API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from collector.models import ObjectVersion
+from dashboard.models import NamespaceGrant
+
+pytestmark = pytest.mark.django_db
+
+OWN_POD = "ml-training/jupyter-alice-0"
+OTHER_POD = "research/llm-finetune"
+
+
+def login(username: str, groups: list[str] = ()) -> Client:  # type: ignore[assignment]
+    user = User.objects.create_user(username, password="pw")
+    for name in groups:
+        user.groups.add(Group.objects.get_or_create(name=name)[0])
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def clients(demo_history: Any) -> dict[str, Client]:
+    team = Group.objects.create(name="ml-training")
+    NamespaceGrant.objects.create(group=team, namespace="ml-training")
+    return {
+        "owner": login("owner", ["platform-admins"]),
+        "member": login("member", ["ml-training"]),
+        "outsider": login("outsider"),
+    }
+
+
+def claim_uid(namespace: str) -> str:
+    return ObjectVersion.objects.filter(kind="ResourceClaim", namespace=namespace).values_list("uid", flat=True)[0]
+
+
+def body(client: Client, url: str, **params: str) -> str:
+    response = client.get(url, params)
+    assert response.status_code == 200, (url, response.status_code)
+    return response.content.decode()
+
+
+def test_anonymous_pages_redirect_to_sign_in_and_api_answers_401(demo_history: Any) -> None:
+    anonymous = Client()
+    for url in ["/", "/c/demo/", f"/c/demo/pods/{OTHER_POD}/", "/c/demo/retained/", "/c/demo/review.csv",
+                "/c/demo/inventory/", "/c/demo/audit/", "/c/demo/classes/", "/c/demo/playground/", "/c/demo/snapshots/"]:
+        response = anonymous.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), url
+    for url in ["/api/claims", "/api/snapshots", "/api/explain?pod=" + OTHER_POD, "/api/leaks", "/api/audit",
+                "/api/match-devices?expression=true"]:
+        assert anonymous.get(url).status_code == 401, url
+    assert anonymous.get("/metrics").status_code == 401
+    assert anonymous.get("/healthz").status_code == 200
+
+
+def test_claims_list_is_scoped(clients: dict[str, Client]) -> None:
+    assert "llm-finetune-gpu" in body(clients["owner"], "/c/demo/")
+    member = body(clients["member"], "/c/demo/")
+    assert "jupyter-alice-0-gpu" in member and "llm-finetune-gpu" not in member and "report-gpu" not in member
+    assert "<td>research</td>" not in body(clients["outsider"], "/c/demo/")
+    api = clients["member"].get("/api/claims").json()["claims"]
+    assert api and {c["namespace"] for c in api} == {"ml-training"}
+    assert clients["outsider"].get("/api/claims").json()["claims"] == []
+
+
+@pytest.mark.parametrize("who", ["member", "outsider"])
+def test_guessed_uids_and_names_of_other_teams_are_404(clients: dict[str, Client], who: str) -> None:
+    client = clients[who]
+    assert client.get(f"/c/demo/claims/{claim_uid('research')}/").status_code == 404
+    assert client.get(f"/c/demo/pods/{OTHER_POD}/").status_code == 404
+    assert client.get("/api/explain", {"pod": OTHER_POD}).status_code == 404
+    assert "No Pod or claim" in body(client, "/c/demo/search", q="llm-finetune")
+
+
+def test_owner_and_member_see_the_members_pod(clients: dict[str, Client]) -> None:
+    for who in ("owner", "member"):
+        assert clients[who].get(f"/c/demo/pods/{OWN_POD}/").status_code == 200
+        assert clients[who].get(f"/c/demo/claims/{claim_uid('ml-training')}/").status_code == 200
+        assert clients[who].get("/api/explain", {"pod": OWN_POD}).status_code == 200
+    assert clients["outsider"].get(f"/c/demo/pods/{OWN_POD}/").status_code == 404
+
+
+def test_other_teams_claims_holding_devices_are_redacted(clients: dict[str, Client]) -> None:
+    # pretrain asks for 8 H100s that inference's llama-serve holds: the verdict stays devices-in-use,
+    # but the member does not learn which claim of the other team holds them.
+    owner = clients["owner"].get("/api/explain", {"pod": "ml-training/pretrain-8xh100-q7n4k"}).json()
+    member = clients["member"].get("/api/explain", {"pod": "ml-training/pretrain-8xh100-q7n4k"}).json()
+    assert owner["verdict"]["reason"] == member["verdict"]["reason"] == "devices-in-use"
+    assert "inference/" in owner["verdict"]["message"]
+    assert "inference/" not in str(member) and "llama-serve" not in str(member)
+    assert "another namespace" in member["verdict"]["message"]
+
+
+def test_leaks_audit_review_and_inventory_are_scoped(clients: dict[str, Client]) -> None:
+    assert "report-gpu" in body(clients["owner"], "/c/demo/retained/")
+    for who in ("member", "outsider"):
+        client = clients[who]
+        assert "report-gpu" not in body(client, "/c/demo/retained/")
+        assert client.get("/api/leaks").json()["claims"] == []
+        assert "gpu-ops" not in str(client.get("/api/audit").json())
+        csv_text = body(client, "/c/demo/review.csv")
+        assert "batch" not in csv_text and "report-gpu" not in csv_text
+        inventory = body(client, "/c/demo/inventory/")
+        assert "llama-serve" not in inventory and "(another namespace)" in inventory
+    assert "gpu-ops" in str(clients["owner"].get("/api/audit").json())
+    assert "batch" in body(clients["owner"], "/c/demo/review.csv")
+    member_review = body(clients["member"], "/c/demo/review/")
+    assert "ml-training" in member_review and "inference" not in member_review
+
+
+def test_cluster_inventory_and_playground_are_for_everyone(clients: dict[str, Client]) -> None:
+    for client in clients.values():
+        assert "24</strong> of 24" in body(client, "/c/demo/playground/", expression="device.driver == 'gpu.nvidia.com'")
+        assert client.get("/api/match-devices", {"expression": "true"}).json()["total"] == 24
+        assert body(client, "/c/demo/classes/")
+
+
+def test_metrics_need_an_admin_or_the_token(clients: dict[str, Client], settings: Any) -> None:
+    assert clients["owner"].get("/metrics").status_code == 200
+    assert clients["member"].get("/metrics").status_code == 401
+    settings.CLAIMLINE_METRICS_TOKEN = "s3cret-token"
+    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret-token").status_code == 200
+    assert Client().get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+
+
+def test_snapshot_errors_only_for_admins(clients: dict[str, Client]) -> None:
+    from collector.models import Snapshot
+
+    Snapshot.objects.filter(pk=Snapshot.objects.latest("at").pk).update(error="ResourceClaim item 3 (research/x)")
+    assert "research/x" in str(clients["owner"].get("/api/snapshots").json())
+    assert "research/x" not in str(clients["member"].get("/api/snapshots").json())
+    assert "research/x" not in body(clients["member"], "/c/demo/snapshots/")
+
+
+def test_opaque_device_config_only_for_admins(clients: dict[str, Client], tmp_path: Any) -> None:
+    from django.core.management import call_command
+
+    from demo import builders as b
+    from demo.story import DEMO_BASE
+
+    configured = b.device_class(
+        "gpu-mig", config=[{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"sharing": "secret-strategy"}}}]
+    )
+    (tmp_path / "c.json").write_bytes(b.dump_json([configured]))
+    call_command("import-snapshot", str(tmp_path / "c.json"), "--at", DEMO_BASE.replace(year=2027).isoformat())
+    assert "secret-strategy" in body(clients["owner"], "/c/demo/classes/")
+    member = body(clients["member"], "/c/demo/classes/")
+    assert "secret-strategy" not in member and "shown to platform admins" in member
+
+
+def test_grant_namespace_command(demo_history: Any) -> None:
+    from django.core.management import call_command
+
+    call_command("grant-namespace", "research-team", "research", "batch")
+    assert set(NamespaceGrant.objects.values_list("namespace", flat=True)) == {"research", "batch"}
+    call_command("grant-namespace", "research-team", "batch", "--revoke")
+    assert list(NamespaceGrant.objects.values_list("namespace", flat=True)) == ["research"]
+
+
+def test_trusted_proxy_header_sign_in(demo_history: Any, settings: Any) -> None:
+    from django.test import override_settings
+
+    Group.objects.create(name="ml-training")
+    NamespaceGrant.objects.create(group=Group.objects.get(name="ml-training"), namespace="ml-training")
+    middleware = list(settings.MIDDLEWARE)
+    with override_settings(
+        CLAIMLINE_TRUSTED_USER_HEADER="X-Forwarded-User",
+        CLAIMLINE_TRUSTED_GROUPS_HEADER="X-Forwarded-Groups",
+        AUTHENTICATION_BACKENDS=["django.contrib.auth.backends.RemoteUserBackend",
+                                 "django.contrib.auth.backends.ModelBackend"],
+        MIDDLEWARE=middleware,
+    ):
+        proxied = Client(REMOTE_ADDR="127.0.0.1")
+        page = proxied.get("/c/demo/", HTTP_X_FORWARDED_USER="carol", HTTP_X_FORWARDED_GROUPS="ml-training,made-up")
+        assert page.status_code == 200 and "jupyter-alice-0-gpu" in page.content.decode()
+        assert list(User.objects.get(username="carol").groups.values_list("name", flat=True)) == ["ml-training"]
+        spoofed = Client(REMOTE_ADDR="10.1.2.3").get("/c/demo/", HTTP_X_FORWARDED_USER="mallory")
+        assert spoofed.status_code == 302 and not User.objects.filter(username="mallory").exists()
