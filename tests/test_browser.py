@@ -78,6 +78,7 @@ def test_playground_matches_as_you_type(live_server, demo_history) -> None:  # t
         results = page.get_by_test_id("playground-results")
         results.get_by_text("of 24 devices match").wait_for()
         assert "8 of 24 devices match" in results.inner_text()
+        assert "all 16 have memory 40Gi" in page.get_by_test_id("why-not").first.inner_text()
         page.locator("#expression").fill("device.driver ==")
         page.get_by_test_id("playground-error").wait_for()
         assert "does not compile" in page.get_by_test_id("playground-error").inner_text()

@@ -55,6 +55,11 @@ def test_match_devices(demo_history: Any, capsys: pytest.CaptureFixture[str]) ->
     assert doc["total"] == 24
     assert len(doc["matched"]) == 8 and {d["pool"] for d in doc["matched"]} == {"worker-h100-0"}
     assert doc["errors"] == []
+    assert len(doc["rejected"]) == 16
+    assert doc["why_not"] == [
+        "all 16 have memory 40Gi, which the request selector "
+        "`device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0` rejects"
+    ]
     missing = cli_json(capsys, "match-devices", "--expression", "device.attributes['gpu.nvidia.com'].nope == 1")
     assert len(missing["errors"]) == 24 and missing["matched"] == []
 

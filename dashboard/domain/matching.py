@@ -250,7 +250,8 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
         class_exprs = class_selectors(device_class)
     cache = SelectorCache()
     inventory = Inventory.of(state)
-    matched, errors = [], []
+    matched, errors, rejected = [], [], []
+    failed: list[DeviceCheck] = []
     for device in inventory.devices:
         check = check_device(cache, device, class_exprs, (expression,))
         if check.matched:
@@ -262,7 +263,29 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
         elif check.outcome == ERROR:
             where = "class selector" if check.from_class else "expression"
             errors.append({"device": device.label, "error": f"{where}: {check.error}"})
-    return {"total": len(inventory.devices), "matched": matched, "errors": errors}
+        else:
+            failed.append(check)
+            whose = f"DeviceClass {class_name} selector" if check.from_class else "expression"
+            rejected.append({"device": device.label, "why": f"the {whose} `{check.expression}` is false"})
+    return {
+        "total": len(inventory.devices),
+        "matched": matched,
+        "errors": errors,
+        "rejected": rejected,
+        "why_not": _why_not(failed),
+    }
+
+
+def _why_not(failed: list[DeviceCheck]) -> list[str]:
+    """One sentence per failing selector, grouped by the values it reads ("all 16 have memory 40Gi")."""
+    by_class = [c for c in failed if c.from_class]
+    by_request = [c for c in failed if not c.from_class]
+    return [
+        phrase
+        for whose, group in (("class", by_class), ("request", by_request))
+        if group
+        for phrase in _fail_phrases(group, whose, len(group))
+    ]
 
 
 # --- the simulation --------------------------------------------------------------------------------
