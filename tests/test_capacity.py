@@ -231,3 +231,20 @@ def test_allocation_stretch_uses_the_allocation_timestamp() -> None:
 def test_naive_week_start_is_rejected() -> None:
     with pytest.raises(ValueError, match="timezone"):
         weekly_review(MemoryHistory(two_weeks()), datetime(2026, 11, 9))  # noqa: DTZ001
+
+
+def test_slices_advertise_from_their_creation_even_before_history_began() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from dashboard.domain.capacity import weekly_review
+    from dashboard.domain.state import MemoryHistory
+    from demo import builders as bb
+
+    week = datetime(2026, 11, 16, tzinfo=UTC)
+    created = week - timedelta(days=30)
+    first_seen = week + timedelta(days=3)
+    slice_ = bb.resource_slice("n0", bb.gpu_devices("n0", 2), created=created)
+    history = MemoryHistory([(first_seen, [slice_]), (week + timedelta(days=7), [slice_])])
+    review = weekly_review(history, week)
+    # Two devices for the whole week, not only from the first snapshot on.
+    assert review["totals"]["advertised_device_hours"] == pytest.approx(2 * 7 * 24)

@@ -39,8 +39,8 @@ from dashboard.domain.leaks import (
     flagged_intervals,
     held_devices,
 )
-from dashboard.domain.state import ClusterState, HistoryView, Object, Version, ns_name
-from dashboard.domain.timefmt import rfc3339
+from dashboard.domain.state import ClusterState, HistoryView, Object, Version, meta, ns_name
+from dashboard.domain.timefmt import parse_time, rfc3339
 
 WEEK = timedelta(days=7)
 UNKNOWN_MODEL = "unknown"
@@ -194,6 +194,12 @@ def _at(versions: Sequence[Version], t: datetime) -> Object | None:
         if version.at > t:
             break
         current = version.obj
+    if current is None and versions and versions[0].obj is not None and versions[0].at > t:
+        # Allocations count from their own allocationTimestamp, even before history began; a slice
+        # first seen later was likewise advertising since its creationTimestamp.
+        created = parse_time(meta(versions[0].obj).get("creationTimestamp"))
+        if created is not None and created <= t:
+            return versions[0].obj
     return current
 
 
