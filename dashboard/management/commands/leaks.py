@@ -1,29 +1,20 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from typing import Any
 
 from dashboard.domain.leaks import find_leaks
-from dashboard.management.commands._output import as_json
-from dashboard.reading import ReadError, leak_thresholds, open_history
+from dashboard.management.commands._output import HistoryCommand
+from dashboard.reading import leak_thresholds
 
 
-class Command(BaseCommand):
+class Command(HistoryCommand):
     help = "Claims that hold devices they should not, with reasons and device-hours."
 
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--json", action="store_true")
-        parser.add_argument("--as-of")
-        parser.add_argument("--cluster")
+    def handle(self, *args: object, **options: Any) -> None:
+        doc = find_leaks(self.history(options), leak_thresholds())
+        self.emit(options, doc, self._text)
 
-    def handle(self, *args: object, **options: object) -> None:
-        try:
-            history = open_history(options["cluster"], options["as_of"])  # type: ignore[arg-type]
-        except ReadError as exc:
-            raise CommandError(str(exc)) from None
-        doc = find_leaks(history, leak_thresholds())
-        if options["json"]:
-            self.stdout.write(as_json(doc))
-            return
+    def _text(self, doc: dict[str, Any]) -> None:
         self.stdout.write(f"as of {doc['as_of']}: {len(doc['claims'])} flagged claims")
         for c in doc["claims"]:
             devices = ", ".join(f"{d['pool']}/{d['device']}" for d in c["devices"])
