@@ -39,3 +39,27 @@ def leaked_by_week(weekly: list[dict[str, Any]]) -> str:
         layout=_layout("Device-hours by week", "device-hours"),
     )
     return fig.to_json()
+
+
+LANES = ["pod", "inventory", "allocation", "preparation", "runtime"]
+
+
+def claim_timeline(entries: list[dict[str, Any]]) -> str:
+    """Transitions on a time axis, one lane per boundary, hover text naming what happened and which timestamp."""
+    fig = go.Figure(layout=_layout("Timeline", ""))
+    for lane in LANES:
+        points = [e for e in entries if (e.get("boundary") or "pod") == lane and e.get("at")]
+        if points:
+            fig.add_trace(
+                go.Scatter(
+                    x=[e["at"] for e in points],
+                    y=[lane] * len(points),
+                    mode="markers",
+                    marker={"size": 11},
+                    name=lane,
+                    text=[f"{e.get('what', '')} ({e.get('source', '')})" for e in points],
+                    hoverinfo="text+x",
+                )
+            )
+    fig.update_layout(height=220, showlegend=False, yaxis={"categoryorder": "array", "categoryarray": LANES[::-1]})
+    return fig.to_json()

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from collector.models import ObjectVersion
+from dashboard import charts
 from dashboard.access import redactor_for, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.cel import SelectorCompileError
@@ -71,7 +72,15 @@ def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
         "cluster": c,
         "doc": doc,
         "boundaries": BOUNDARIES,
-        "claims": [{**claim, "ordered": _boundaries_for_page(claim)} for claim in doc["claims"]],
+        "claims": [
+            {
+                **claim,
+                "ordered": _boundaries_for_page(claim),
+                "chart_id": f"timeline-{i}",
+                "chart": charts.claim_timeline(claim.get("timeline", [])),
+            }
+            for i, claim in enumerate(doc["claims"])
+        ],
         "as_of": history.as_of,
         "selected_uid": doc["pod"]["uid"],
     }

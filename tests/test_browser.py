@@ -55,6 +55,7 @@ def test_search_a_pod_and_read_its_verdict_and_timeline(live_server, demo_histor
         assert [s.split()[0].lower() for s in states] == ["inventory", "allocation", "preparation", "runtime"]
         assert "failed" in states[1]
         assert "Pod created" in card.inner_text()
+        card.locator("[data-testid=timeline-chart][data-rendered=true] svg.main-svg").first.wait_for()
         assert page.errors == []  # type: ignore[attr-defined]
 
 

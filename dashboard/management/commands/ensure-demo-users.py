@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
+from django.db import transaction
 
 from dashboard.models import NamespaceGrant
 
@@ -12,6 +13,7 @@ DEMO_PASSWORD = "claimline-demo"  # noqa: S105 - the local demo's documented pas
 class Command(BaseCommand):
     help = "For the local demo only: create an admin and a team member if no user exists yet."
 
+    @transaction.atomic
     def handle(self, *args: object, **options: object) -> None:
         if User.objects.exists():
             return
