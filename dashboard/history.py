@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -100,6 +100,12 @@ class StoredHistory:
             .values_list("valid_from", "deleted", "content")
         )
         return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in rows]
+
+    def before(self, t: datetime) -> StoredHistory:
+        try:
+            return StoredHistory(self.cluster, t - timedelta(microseconds=1))
+        except NoSnapshot:
+            return self
 
     def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
         rows = (

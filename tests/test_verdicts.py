@@ -557,3 +557,30 @@ def test_demo_story_earlier_stages() -> None:
             namespace, name = key.split("/")
             v = explain(history, namespace, name)["verdict"]
             assert (v["boundary"], v["reason"]) == expected, (stage, key, v["message"])
+
+
+def test_a_deleted_incarnation_is_judged_against_the_cluster_it_lived_in() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from dashboard.domain.state import MemoryHistory
+    from dashboard.domain.verdicts import explain
+    from demo import builders as bb
+
+    t0 = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    base = [bb.device_class(), bb.node("n0", t0 - timedelta(days=9)),
+            bb.resource_slice("n0", bb.gpu_devices("n0", 1), created=t0 - timedelta(days=9))]
+    holder_pod = bb.pod("a", "holder", t0, claims=[("gpu", {"claim": "held"})], node_name="n0", phase="Running")
+    holder = bb.claim("a", "held", [bb.request()], t0, allocated=[("gpu", "n0", "gpu-0")], allocated_at=t0,
+                      reserved_for=[holder_pod])
+    waiting = bb.pod("b", "waiting", t0, claims=[("gpu", {"claim": "wanted"})],
+                     conditions=[bb.unschedulable(t0, "0/1 nodes are available: 1 cannot allocate all claims.")])
+    wanted = bb.claim("b", "wanted", [bb.request()], t0)
+    history = MemoryHistory([
+        (t0 + timedelta(minutes=5), [*base, holder_pod, holder, waiting, wanted]),
+        # Later the holder is gone and so is the waiting Pod: today the GPU is free.
+        (t0 + timedelta(hours=2), [*base]),
+    ])
+    doc = explain(history, "b", "waiting")
+    assert doc["pod"]["deleted"]
+    assert doc["verdict"]["reason"] == "devices-in-use", doc["verdict"]["message"]
+    assert "a/held" in doc["verdict"]["message"]

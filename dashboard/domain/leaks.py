@@ -617,6 +617,9 @@ class CachedHistory:
     def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
         return self._history.uids_named(kind, namespace, name)
 
+    def before(self, t: datetime) -> HistoryView:
+        return self._history.before(t)
+
     def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
         return self._history.all_versions(kind, since)
 

@@ -77,6 +77,10 @@ class HistoryView(Protocol):
         """Every UID that had this name up to ``as_of``, oldest first (a Pod's incarnations)."""
         ...
 
+    def before(self, t: datetime) -> HistoryView:
+        """The same history as of just before ``t`` (e.g. the last moment a deleted Pod existed)."""
+        ...
+
     def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
         """Versions of every object of ``kind`` up to ``as_of`` by UID, oldest first.
 
@@ -94,6 +98,8 @@ class MemoryHistory:
     """
 
     def __init__(self, snapshots: Iterable[tuple[datetime, Iterable[Object]]], as_of: datetime | None = None):
+        snapshots = [(at, list(objects)) for at, objects in snapshots]
+        self._snapshots = snapshots
         self._versions: dict[tuple[str, str], list[Version]] = {}
         self._names: dict[tuple[str, str, str], list[str]] = {}
         live: dict[tuple[str, str], Object] = {}
@@ -136,6 +142,10 @@ class MemoryHistory:
 
     def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
         return list(self._names.get((kind, namespace, name), []))
+
+    def before(self, t: datetime) -> MemoryHistory:
+        earlier = [(at, objects) for at, objects in self._snapshots if at < t]
+        return MemoryHistory(earlier) if earlier else self
 
     def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
         result: dict[str, list[Version]] = {}

@@ -118,9 +118,11 @@ def explain(
     pod, gone_at = last_known(history, "Pod", uid)
     if pod is None:
         raise PodNotFound(f"no stored version of Pod {namespace}/{name} ({uid})")
-    inventory = Inventory.of(history.state)
-    judged = pod_lifecycle(history, pod, gone_at, observed_uuids, inventory)
-    entries = timeline(history, pod, judged.claims, judged.events, inventory.nodes)
+    # A deleted incarnation is judged against the cluster as it was while the Pod existed.
+    judged_history = history.before(gone_at) if gone_at is not None else history
+    inventory = Inventory.of(judged_history.state)
+    judged = pod_lifecycle(judged_history, pod, gone_at, observed_uuids, inventory)
+    entries = timeline(judged_history, pod, judged.claims, judged.events, inventory.nodes)
     return {
         "as_of": rfc3339(history.as_of),
         "pod": _pod_summary(pod, gone_at),
