@@ -14,6 +14,7 @@ from dashboard.access import is_platform_admin, redactor_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.audit import audit
 from dashboard.domain.capacity import review_csv_rows, weekly_review
+from dashboard.domain.device_history import device_history
 from dashboard.domain.inventory import advertised_devices, device_holders, typed_value
 from dashboard.domain.leaks import find_leaks
 from dashboard.domain.matching import class_selectors, match_devices
@@ -100,6 +101,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
                 "driver": device.driver,
                 "pool": device.pool,
                 "name": device.name,
+                "driver_name": device.driver,
                 "product": typed_value(device.attributes.get("productName")),
                 "memory": device.capacity_value("memory"),
                 "uuid": device.uuid,
@@ -148,3 +150,17 @@ def device_classes(request: HttpRequest, cluster: str) -> HttpResponse:
             }
         )
     return render_page(request, "dashboard/classes.html", {"cluster": c, "classes": classes}, "classes")
+
+
+@require_GET
+def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str) -> HttpResponse:
+    c, history = _history(request, cluster)
+    redactor = redactor_for(request.user, c, history.state)
+    doc = device_history(history, (driver, pool, name))
+    if not doc["claims"] and not any(d.id == (driver, pool, name) for d in advertised_devices(history.state)):
+        raise Http404("no such device")
+    hidden = [x for x in doc["claims"] if not redactor.scope.sees(x["namespace"])]
+    doc["claims"] = [x for x in doc["claims"] if redactor.scope.sees(x["namespace"])]
+    doc["preparation_failures"] = [f for f in doc["preparation_failures"] if redactor.scope.sees(f["namespace"])]
+    context = {"cluster": c, "doc": doc, "hidden_claims": len(hidden)}
+    return render_page(request, "dashboard/device.html", context, "device")

@@ -17,6 +17,7 @@ urlpatterns = [
     path("c/<slug:cluster>/review.csv", report_views.review_csv, name="review-csv"),
     path("c/<slug:cluster>/inventory/", report_views.inventory, name="inventory"),
     path("c/<slug:cluster>/classes/", report_views.device_classes, name="classes"),
+    path("c/<slug:cluster>/devices/<str:driver>/<str:pool>/<str:name>/", report_views.device, name="device"),
     path("c/<slug:cluster>/audit/", report_views.audit_page, name="audit"),
     path("api/snapshots", views.api_snapshots, name="api-snapshots"),
     path("api/explain", api.api_explain, name="api-explain"),

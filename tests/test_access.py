@@ -107,9 +107,12 @@ def test_leaks_audit_review_and_inventory_are_scoped(clients: dict[str, Client])
         assert "gpu-ops" not in str(client.get("/api/audit").json())
         csv_text = body(client, "/c/demo/review.csv")
         assert "batch" not in csv_text and "report-gpu" not in csv_text
+        device = body(client, "/c/demo/devices/gpu.nvidia.com/worker-a100-1/gpu-3/")
+        assert "embeddings-0" not in device and "1 more claim in other namespaces" in device
         inventory = body(client, "/c/demo/inventory/")
         assert "llama-serve" not in inventory and "(another namespace)" in inventory
     assert "gpu-ops" in str(clients["owner"].get("/api/audit").json())
+    assert "embeddings-0" in body(clients["owner"], "/c/demo/devices/gpu.nvidia.com/worker-a100-1/gpu-3/")
     assert "batch" in body(clients["owner"], "/c/demo/review.csv")
     member_review = body(clients["member"], "/c/demo/review/")
     assert "ml-training" in member_review and "inference" not in member_review

@@ -107,6 +107,7 @@ def test_pages_render(demo_history: Any, admin_client: Client) -> None:
         "/c/demo/retained/": "report-gpu",
         "/c/demo/review/": "Device-hours allocated",
         "/c/demo/inventory/": "worker-h100-0",
+        "/c/demo/devices/gpu.nvidia.com/worker-a100-1/gpu-3/": "embeddings-0-gpu",
         "/c/demo/classes/": "gpu.nvidia.com",
         "/c/demo/audit/": "admin-access-namespace",
         "/c/demo/playground/?expression=device.driver+%3D%3D+%27gpu.nvidia.com%27": "24</strong> of 24",
