@@ -10,14 +10,19 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from collector.models import Snapshot
+from collector.reports import snapshots_document
 from dashboard.access import is_platform_admin, redactor_for, scope_for
 from dashboard.domain.audit import audit
 from dashboard.domain.cel import SelectorCompileError
+from dashboard.domain.claims import claim_summaries
 from dashboard.domain.leaks import find_leaks
 from dashboard.domain.matching import match_devices
 from dashboard.domain.metrics import render_metrics
+from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import PodNotFound, explain
 from dashboard.history import StoredHistory
 from dashboard.reading import ReadError, leak_thresholds, open_history
@@ -41,6 +46,41 @@ def with_history(view: Callable[[HttpRequest, StoredHistory], Any]) -> Callable[
         return result if isinstance(result, HttpResponse) else JsonResponse(result)
 
     return wrapper
+
+
+@require_GET
+def api_snapshots(request: HttpRequest) -> JsonResponse:
+    runs = Snapshot.objects.select_related("cluster").order_by("-at", "-pk")
+    if request.GET.get("cluster"):
+        runs = runs.filter(cluster__name=request.GET["cluster"])
+    doc = snapshots_document(runs[:500])
+    if not is_platform_admin(request.user):
+        # Run errors name objects of every namespace.
+        for entry in doc["snapshots"]:
+            entry["error"] = "(hidden)" if entry["error"] else ""
+    return JsonResponse(doc)
+
+
+@with_history
+def api_claims(request: HttpRequest, history: StoredHistory) -> Any:
+    scope = scope_for(request.user, history.cluster)
+    return {
+        "as_of": rfc3339(history.as_of),
+        "claims": [
+            {
+                "uid": s.uid,
+                "namespace": s.namespace,
+                "name": s.name,
+                "state": s.state,
+                "devices": list(s.devices),
+                "node": s.node,
+                "created": rfc3339(s.created),
+                "url": reverse("claim", args=[history.cluster.name, s.uid]),
+            }
+            for s in claim_summaries(history.state)
+            if scope.sees(s.namespace)
+        ],
+    }
 
 
 @with_history

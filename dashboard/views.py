@@ -6,13 +6,11 @@ from typing import Any
 
 import orjson
 from django.contrib.auth.decorators import login_not_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 
 from collector.models import Cluster, ObjectVersion, Snapshot
-from collector.reports import snapshots_document
 from dashboard.access import is_platform_admin, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404, default_cluster_name
 from dashboard.domain.claims import claim_summaries, summarize_claim
@@ -82,46 +80,6 @@ def snapshots(request: HttpRequest, cluster: str) -> HttpResponse:
     runs = Snapshot.objects.filter(cluster=c).select_related("cluster").order_by("-at", "-pk")[:200]
     context = {"cluster": c, "runs": runs, "show_errors": is_platform_admin(request.user)}
     return render_page(request, "dashboard/snapshots.html", context, "runs")
-
-
-def api_snapshots(request: HttpRequest) -> JsonResponse:
-    runs = Snapshot.objects.select_related("cluster").order_by("-at", "-pk")
-    if request.GET.get("cluster"):
-        runs = runs.filter(cluster__name=request.GET["cluster"])
-    doc = snapshots_document(runs[:500])
-    if not is_platform_admin(request.user):
-        # Run errors name objects of every namespace.
-        for entry in doc["snapshots"]:
-            entry["error"] = "(hidden)" if entry["error"] else ""
-    return JsonResponse(doc)
-
-
-def api_claims(request: HttpRequest) -> JsonResponse:
-    c = cluster_or_404(request.GET.get("cluster") or default_cluster_name())
-    try:
-        history = StoredHistory(c)
-    except NoSnapshot as exc:
-        return JsonResponse({"error": str(exc)}, status=404)
-    scope = scope_for(request.user, c)
-    return JsonResponse(
-        {
-            "as_of": history.as_of.isoformat().replace("+00:00", "Z"),
-            "claims": [
-                {
-                    "uid": s.uid,
-                    "namespace": s.namespace,
-                    "name": s.name,
-                    "state": s.state,
-                    "devices": list(s.devices),
-                    "node": s.node,
-                    "created": s.created.isoformat().replace("+00:00", "Z") if s.created else None,
-                    "url": reverse("claim", args=[c.name, s.uid]),
-                }
-                for s in claim_summaries(history.state)
-                if scope.sees(s.namespace)
-            ],
-        }
-    )
 
 
 @login_not_required
