@@ -1,10 +1,11 @@
-"""The Celery app: beat runs one collection per configured cluster every interval."""
+"""The Celery app: beat runs one collection per configured cluster every interval, and a daily prune."""
 
 from __future__ import annotations
 
 import os
 
 from celery import Celery
+from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
@@ -13,9 +14,15 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["collector"])
 
 
-def beat_schedule(clusters: list, interval: int) -> dict[str, dict]:
-    """One entry per cluster; each expires before the next is due, so a backlog never piles up."""
-    return {
+def beat_schedule(clusters: list, interval: int, prune: bool = False) -> dict[str, dict]:
+    """One entry per cluster; each expires before the next is due, so a backlog never piles up.
+
+    ``prune`` adds the daily retention run. It is a crontab rather than a 24-hour
+    interval: beat counts an interval from when it first saw the entry, and its
+    schedule file lives in /tmp (docker-compose.yml), so a beat redeployed more
+    often than daily would never prune.
+    """
+    schedule: dict[str, dict] = {
         f"collect-{source.name}": {
             "task": "collector.tasks.collect_cluster",
             "schedule": float(interval),
@@ -24,10 +31,20 @@ def beat_schedule(clusters: list, interval: int) -> dict[str, dict]:
         }
         for source in clusters
     }
+    if prune:
+        schedule["prune-history"] = {
+            "task": "collector.tasks.prune_history",
+            "schedule": crontab(hour=3, minute=17),
+            # A prune delayed by hours is pointless: tomorrow's does the same work.
+            "options": {"expires": 6 * 3600.0},
+        }
+    return schedule
 
 
 @app.on_after_configure.connect
 def _schedule_collections(sender: Celery, **_kwargs: object) -> None:
     from django.conf import settings
 
-    sender.conf.beat_schedule = beat_schedule(settings.CLAIMLINE_CLUSTERS, settings.CLAIMLINE_COLLECT_INTERVAL)
+    sender.conf.beat_schedule = beat_schedule(
+        settings.CLAIMLINE_CLUSTERS, settings.CLAIMLINE_COLLECT_INTERVAL, prune=True
+    )

@@ -62,16 +62,23 @@ def _documents(path: Path, data: bytes) -> Iterator[Any]:
                 yield doc
     except yaml.YAMLError as exc:
         raise DumpError(f"{path}: not valid YAML ({exc})") from None
+    except ValueError as exc:
+        # PyYAML builds dates itself: an unquoted 2001-13-01 raises ValueError, not a YAMLError.
+        raise DumpError(f"{path}: not valid YAML ({exc})") from None
     except RecursionError:
         raise DumpError(f"{path}: nested too deeply") from None
+
+
+def _is_list(item: Any) -> bool:
+    # kind may be anything in a malformed dump; only a string names a List.
+    kind = item.get("kind") if isinstance(item, dict) else None
+    return isinstance(kind, str) and kind.endswith("List")
 
 
 def _items(path: Path, doc: Any, dump: ParsedDump) -> Iterator[tuple[str, Any, int]]:
     if isinstance(doc, list):
         for i, item in enumerate(doc):
-            yield from _items(path, item, dump) if isinstance(item, dict) and item.get("kind", "").endswith(
-                "List"
-            ) else _single(path, item, i, dump)
+            yield from _items(path, item, dump) if _is_list(item) else _single(path, item, i, dump)
         return
     if not isinstance(doc, dict):
         raise DumpError(f"{path}: expected a Kubernetes object or List, got {type(doc).__name__}")

@@ -7,9 +7,11 @@ Every failure becomes a ``CollectionError`` naming the resource and the cause.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +28,10 @@ from dashboard.config import ClusterSource
 log = logging.getLogger("claimline.collector")
 
 MAX_RETRY_AFTER = 60.0
+# Pods are kept only when a claim uses them, Events only when about those Pods or claims.
+# With an unreadable claim or Pod that selection is incomplete, so the kind cannot be
+# complete either: its unselected objects would be recorded as deleted.
+FILTERED_BY: dict[str, tuple[str, ...]] = {"Pod": ("ResourceClaim",), "Event": ("ResourceClaim", "Pod")}
 
 
 class CollectionError(Exception):
@@ -92,8 +98,21 @@ class ClusterReader:
 
     def list_items(self, rt: ResourceType) -> list[Any]:
         """All items of one resource, across pages."""
-        what = f"listing {rt.plural}.{rt.group}" if rt.group else f"listing {rt.plural}"
         items: list[Any] = []
+        for page in self.pages(rt):
+            if page is None:
+                items = []
+            else:
+                items.extend(page)
+        return items
+
+    def pages(self, rt: ResourceType) -> Iterator[list[Any] | None]:
+        """The items of one resource, one page at a time.
+
+        ``None`` means the list restarted (its continue token expired): everything
+        yielded before it must be discarded.
+        """
+        what = f"listing {rt.plural}.{rt.group}" if rt.group else f"listing {rt.plural}"
         token: str | None = None
         failures = 0
         while True:
@@ -115,7 +134,8 @@ class ClusterReader:
                 if failures > self.max_retries:
                     raise CollectionError(f"{what}: continue token expired (410) {failures} times; giving up")
                 log.info("%s: continue token expired, restarting the list", what)
-                items, token = [], None
+                token = None
+                yield None
                 continue
             if status in (429, 500, 502, 503, 504):
                 failures += 1
@@ -150,41 +170,86 @@ class ClusterReader:
                     ) from None
                 self.sleep(self.backoff * 2 ** (failures - 1))
                 continue
-            if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
+            del data
+            # A real list always has items (possibly []): a body without them, or of another
+            # kind (a proxy's answer), would otherwise read as "no objects" and delete them all.
+            if not isinstance(page, dict) or not isinstance(page.get("items"), list):
                 raise CollectionError(f"{what}: response is not a Kubernetes list")
-            items.extend(page.get("items") or ())
+            if page.get("kind") != f"{rt.kind}List":
+                raise CollectionError(f"{what}: response is not a {rt.kind}List (kind {_shown(page.get('kind'))})")
             metadata = page.get("metadata")
-            token = (metadata.get("continue") if isinstance(metadata, dict) else None) or None
+            token = metadata.get("continue") if isinstance(metadata, dict) else None
+            if token is not None and not isinstance(token, str):
+                raise CollectionError(f"{what}: response has a metadata.continue that is not a string")
+            token = token or None
+            yield page.get("items") or []
             if not token:
-                return items
+                return
 
     def read(self) -> ReadResult:
-        """A complete snapshot of everything Claimline stores, or ``CollectionError``."""
+        """A complete snapshot of everything Claimline stores, or ``CollectionError``.
+
+        Each page is filtered and normalized as it arrives, so the raw objects of
+        a kind (hundreds of MB of Pods at cluster scale) never all coexist.
+        """
         result = ReadResult()
-        claims: list[Any] = []
-        pod_uids: set[str] = set()
+        # What the Pod and Event filters need from the claims and Pods read before them.
+        reserved: set[str] = set()
+        claim_uids: set[str] = set()
         claim_keys: set[tuple[str, str, str]] = set()
-        for rt in RESOURCE_TYPES:
-            raw = self.list_items(rt)
-            if rt.kind == "ResourceClaim":
-                claims = raw
-            elif rt.kind == "Pod":
-                raw = _pods_using_claims(raw, claims)
-                pod_uids = {_uid(p) for p in raw}
-            elif rt.kind == "Event":
-                claim_keys = {("ResourceClaim", *_ns_name(c)) for c in claims}
-                raw = _events_about(raw, pod_uids | {_uid(c) for c in claims}, claim_keys)
-            complete = True
-            for position, item in enumerate(raw):
-                try:
-                    result.objects.append(normalize(rt.kind, item, position))
-                except InvalidObject as exc:
-                    result.problems.append(str(exc))
-                    complete = False
-            if complete:
-                result.complete_kinds.add(rt.kind)
+        pod_uids: set[str] = set()
+        about: set[str] = set()
+        with _gc_paused():
+            for rt in RESOURCE_TYPES:
+                objects: list[NormalizedObject] = []
+                problems: list[str] = []
+                position = 0
+                if rt.kind == "Event":
+                    about = pod_uids | claim_uids
+                for page in self.pages(rt):
+                    if page is None:
+                        objects, problems, position = [], [], 0
+                        if rt.kind == "ResourceClaim":
+                            reserved, claim_uids, claim_keys = set(), set(), set()
+                        elif rt.kind == "Pod":
+                            pod_uids = set()
+                        continue
+                    if rt.kind == "ResourceClaim":
+                        reserved.update(_reserved_pod_uids(page))
+                        claim_uids.update(_uid(c) for c in page)
+                        claim_keys.update(("ResourceClaim", *_ns_name(c)) for c in page)
+                    elif rt.kind == "Pod":
+                        page = _pods_reserved_or_using_claims(page, reserved)
+                        pod_uids.update(_uid(p) for p in page)
+                    elif rt.kind == "Event":
+                        page = _events_about(page, about, claim_keys)
+                    for item in page:
+                        try:
+                            objects.append(normalize(rt.kind, item, position))
+                        except InvalidObject as exc:
+                            problems.append(str(exc))
+                        position += 1
+                result.objects.extend(objects)
+                result.problems.extend(problems)
+                if not problems and result.complete_kinds.issuperset(FILTERED_BY.get(rt.kind, ())):
+                    result.complete_kinds.add(rt.kind)
         result.requests = self.requests
         return result
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    # Parsed API objects are acyclic, but every page allocates hundreds of thousands
+    # of dicts and the cyclic GC would rescan the growing heap again and again:
+    # pausing it takes about half off a big read. The few cycles made meanwhile
+    # (HTTP machinery) are collected once it is back on.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _uid(obj: Any) -> str:
@@ -200,19 +265,29 @@ def _ns_name(obj: Any) -> tuple[str, str]:
     return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def _pods_using_claims(pods: list[Any], claims: list[Any]) -> list[Any]:
+def _reserved_pod_uids(claims: list[Any]) -> set[str]:
     reserved: set[str] = set()
     for claim in claims:
         status = claim.get("status") if isinstance(claim, dict) else None
-        for consumer in (status or {}).get("reservedFor") or () if isinstance(status, dict) else ():
+        consumers = status.get("reservedFor") if isinstance(status, dict) else None
+        # A malformed claim may have anything there; iterating a number would raise TypeError.
+        for consumer in consumers if isinstance(consumers, list) else ():
             if isinstance(consumer, dict) and consumer.get("resource", "pods") == "pods":
                 reserved.add(str(consumer.get("uid")))
+    return reserved
+
+
+def _pods_reserved_or_using_claims(pods: list[Any], reserved: set[str]) -> list[Any]:
     kept = []
     for pod in pods:
         spec = pod.get("spec") if isinstance(pod, dict) else None
         uses = isinstance(spec, dict) and bool(spec.get("resourceClaims"))
         # A malformed Pod is kept so that validation reports it instead of dropping it silently.
-        if uses or not isinstance(spec, dict) or _uid(pod) in reserved or not _uid(pod):
+        if uses or not isinstance(spec, dict):
+            kept.append(pod)
+            continue
+        uid = _uid(pod)
+        if uid in reserved or not uid:
             kept.append(pod)
     return kept
 
@@ -223,11 +298,16 @@ def _events_about(events: list[Any], uids: set[str], claim_keys: set[tuple[str, 
         involved = event.get("involvedObject") if isinstance(event, dict) else None
         if not isinstance(involved, dict):
             continue
-        if involved.get("uid") in uids or (
-            involved.get("kind"), involved.get("namespace") or "", involved.get("name") or ""
-        ) in claim_keys:
+        uid = involved.get("uid")
+        key = (involved.get("kind"), involved.get("namespace") or "", involved.get("name") or "")
+        # Set lookups hash: a list or dict in a malformed event would raise TypeError.
+        if (isinstance(uid, str) and uid in uids) or (all(isinstance(k, str) for k in key) and key in claim_keys):
             kept.append(event)
     return kept
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:60]
 
 
 def _status_message(data: bytes) -> str:
@@ -236,7 +316,8 @@ def _status_message(data: bytes) -> str:
     except orjson.JSONDecodeError:
         return ""
     if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return f"({body.get('reason') or 'Failure'}: {body['message'][:300]})"
+        # The server's text is stored in Snapshot.error, where PostgreSQL refuses NUL.
+        return f"({body.get('reason') or 'Failure'}: {body['message'][:300]})".replace("\x00", "\\0")
     return ""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from collector.kinds import BY_KIND
+from collector.shapes import shape_problem
 
 
 class InvalidObject(ValueError):
@@ -38,10 +39,11 @@ _METADATA_NOISE = ("resourceVersion", "managedFields", "selfLink")
 
 
 def _strip_noise(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """A shallow copy of ``obj`` without noise, with its kind and apiVersion; ``obj`` is left alone."""
     metadata = obj["metadata"]
-    if any(k in metadata for k in _METADATA_NOISE):
+    if "resourceVersion" in metadata or "managedFields" in metadata or "selfLink" in metadata:
         metadata = {k: v for k, v in metadata.items() if k not in _METADATA_NOISE}
-        obj = {**obj, "metadata": metadata}
+    body = {**obj, "metadata": metadata}
     if kind == "Node":
         status = obj.get("status")
         if isinstance(status, dict) and isinstance(status.get("conditions"), list):
@@ -50,8 +52,17 @@ def _strip_noise(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
                 {k: v for k, v in c.items() if k != "lastHeartbeatTime"} if isinstance(c, dict) else c
                 for c in status["conditions"]
             ]
-            obj = {**obj, "status": {**status, "conditions": conditions}}
-    return obj
+            body["status"] = {**status, "conditions": conditions}
+    # List items usually lack their own kind and apiVersion.
+    if body.get("kind") != kind or "apiVersion" not in body:
+        body["kind"] = kind
+        body["apiVersion"] = BY_KIND[kind].api_version
+    return body
+
+
+def _printable(text: str) -> str:
+    # Messages end up in Snapshot.error: PostgreSQL text cannot hold NUL, and control characters mislead.
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def describe(kind: str, obj: Any, position: int | None = None) -> str:
@@ -62,7 +73,8 @@ def describe(kind: str, obj: Any, position: int | None = None) -> str:
         name = meta.get("name")
         if isinstance(name, str):
             ns = meta.get("namespace")
-            return f"{where} ({ns}/{name})" if isinstance(ns, str) and ns else f"{where} ({name})"
+            name = _printable(name[:253])
+            return f"{where} ({_printable(ns[:253])}/{name})" if isinstance(ns, str) and ns else f"{where} ({name})"
     return where
 
 
@@ -91,12 +103,16 @@ def normalize(kind: str, obj: Any, position: int | None = None) -> NormalizedObj
         raise InvalidObject(f"{describe(kind, obj, position)}: metadata.namespace is not a string")
     if BY_KIND[kind].namespaced and not namespace:
         raise InvalidObject(f"{describe(kind, obj, position)}: metadata.namespace is missing")
+    if "\x00" in uid or "\x00" in name or "\x00" in namespace:
+        # PostgreSQL text cannot hold NUL: storing it would fail the whole snapshot's transaction.
+        raise InvalidObject(f"{describe(kind, obj, position)}: metadata.uid, name or namespace contains NUL")
     for field in ("spec", "status"):
         if field in obj and obj[field] is not None and not isinstance(obj[field], dict):
             raise InvalidObject(f"{describe(kind, obj, position)}: {field} is not an object")
+    misfit = shape_problem(kind, obj)
+    if misfit:
+        raise InvalidObject(f"{describe(kind, obj, position)}: {misfit}")
     body = _strip_noise(kind, obj)
-    if body.get("kind") != kind or "apiVersion" not in body:
-        body = {**body, "kind": kind, "apiVersion": BY_KIND[kind].api_version}
     try:
         content = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError) as exc:

@@ -1,4 +1,4 @@
-"""Celery tasks: thin shells over collector.collect."""
+"""Celery tasks: thin shells over collector.collect and collector.retention."""
 
 from __future__ import annotations
 
@@ -9,13 +9,21 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from collector import retention
 from collector.collect import run_collection
+from collector.models import Cluster
 
 log = logging.getLogger("claimline.collector")
 
+# Without these, a Redis that accepts connections but never answers (a partition,
+# a stopped VM) blocks the task forever; with them the lock fails with a TimeoutError.
+REDIS_TIMEOUT = 5.0
+
 
 def collection_lock(name: str) -> redis.lock.Lock:
-    client = redis.Redis.from_url(settings.REDIS_URL)
+    client = redis.Redis.from_url(
+        settings.REDIS_URL, socket_connect_timeout=REDIS_TIMEOUT, socket_timeout=REDIS_TIMEOUT
+    )
     # The timeout frees the lock of a worker killed mid-run.
     return client.lock(f"claimline:collect:{name}", timeout=settings.CLAIMLINE_COLLECT_LOCK_TIMEOUT)
 
@@ -34,3 +42,14 @@ def collect_cluster(name: str) -> str:
             lock.release()
         except redis.exceptions.LockError:
             log.warning("collection lock of %s expired before the run ended", name)
+
+
+@shared_task(name="collector.tasks.prune_history", ignore_result=True)
+def prune_history() -> list[str]:
+    """Drop every stored cluster's history older than CLAIMLINE_RETENTION_DAYS.
+
+    No lock: a collection only writes rows that start now, each batch re-checks
+    the rule before deleting, and a second prune running at once finds nothing left.
+    """
+    cutoff = retention.cutoff_for(timezone.now(), settings.CLAIMLINE_RETENTION_DAYS)
+    return [retention.prune_history(cluster, cutoff).describe() for cluster in Cluster.objects.order_by("name")]
