@@ -82,7 +82,7 @@ SHAPES: dict[str, tuple[tuple[tuple[str, ...], type], ...]] = {
         (("message",), _STR),
     ),
 }
-_NAMES = {_DICT: "an object", _LIST: "a list", _STR: "a string"}
+_NAMES: dict[type, str] = {_DICT: "an object", _LIST: "a list", _STR: "a string"}
 
 
 def _find_misfit(value: Any, path: tuple[str, ...], expected: type, where: str) -> str | None:
