@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 from django.contrib.auth.decorators import login_not_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
@@ -16,6 +17,9 @@ from dashboard.clusters import cluster_or_404, default_cluster_name
 from dashboard.domain.claims import claim_summaries, summarize_claim
 from dashboard.domain.diff import diff
 from dashboard.history import NoSnapshot, StoredHistory
+
+
+CLAIMS_PER_PAGE = 200
 
 
 def render_page(request: HttpRequest, template: str, context: dict[str, Any], partial: str) -> HttpResponse:
@@ -40,7 +44,14 @@ def claims(request: HttpRequest, cluster: str) -> HttpResponse:
     else:
         scope = scope_for(request.user, c)
         visible = [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
-        context.update(claims=visible, as_of=history.as_of)
+        namespace = request.GET.get("namespace", "")
+        namespaces = sorted({s.namespace for s in visible})
+        if namespace:
+            visible = [s for s in visible if s.namespace == namespace]
+        # A 5,000-node cluster has tens of thousands of claims: render a page of them.
+        page = Paginator(visible, CLAIMS_PER_PAGE).get_page(request.GET.get("page"))
+        context.update(claims=page.object_list, page=page, as_of=history.as_of, namespaces=namespaces,
+                       namespace=namespace, total=len(visible))
     context["last_run"] = Snapshot.objects.filter(cluster=c).order_by("-at").first()
     return render_page(request, "dashboard/claims.html", context, "claims-table")
 

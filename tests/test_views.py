@@ -94,3 +94,17 @@ def test_names_from_the_cluster_are_escaped(admin_client: Client, tmp_path: Path
     body = admin_client.get("/c/demo/").content.decode()
     assert "<script>alert(1)</script>" not in body
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+
+
+def test_claims_list_filters_by_namespace_and_pages(admin_client: Client, tmp_path: Path) -> None:
+    from dashboard.views import CLAIMS_PER_PAGE
+
+    claims = [b.claim(f"ns-{i % 3}", f"c-{i:04d}", [b.request()], T0) for i in range(CLAIMS_PER_PAGE + 50)]
+    (tmp_path / "many.json").write_bytes(b.dump_json(claims))
+    call_command("import-snapshot", str(tmp_path / "many.json"), "--at", T0.isoformat())
+    first = admin_client.get("/c/demo/").content.decode()
+    assert first.count('href="/c/demo/claims/') == CLAIMS_PER_PAGE and "page 1 of 2" in first
+    second = admin_client.get("/c/demo/", {"page": 2}).content.decode()
+    assert second.count('href="/c/demo/claims/') == 50
+    only = admin_client.get("/c/demo/", {"namespace": "ns-1"}).content.decode()
+    assert only.count('href="/c/demo/claims/') == 83 and "<td>ns-2</td>" not in only
