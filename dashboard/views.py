@@ -18,7 +18,6 @@ from dashboard.domain.claims import claim_summaries, summarize_claim
 from dashboard.domain.diff import diff
 from dashboard.history import NoSnapshot, StoredHistory
 
-
 CLAIMS_PER_PAGE = 200
 
 
