@@ -398,7 +398,7 @@ def device_holders(state: ClusterState) -> dict[DeviceId, Object]:
     return holders
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: caches key on one inventory
 class Inventory:
     """What matching needs from a state, computed once: devices, nodes, holders."""
 

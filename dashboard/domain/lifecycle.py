@@ -9,7 +9,9 @@ which one it used.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -32,6 +34,7 @@ from dashboard.domain.matching import (
     describe_device,
     find_class,
     missing_inventory,
+    selector_cache,
     simulate,
 )
 from dashboard.domain.state import HistoryView, Object, Version, meta, ns_name, uid_of
@@ -230,26 +233,54 @@ def _last_named(history: HistoryView, kind: str, namespace: str, name: str) -> t
 # --- events ----------------------------------------------------------------------------------------
 
 
+@dataclass
+class _EventIndex:
+    """Every event's newest stored content, by the UID (or Pod name) it is about."""
+
+    by_uid: dict[str, list[tuple[datetime, Object]]] = field(default_factory=dict)
+    by_pod_name: dict[tuple[str, str], list[tuple[datetime, Object]]] = field(default_factory=dict)
+
+
+# One index per history object: a report over thousands of Pods would otherwise reload every
+# event once per Pod. Histories are immutable views as of one time, so the index stays valid.
+_EVENT_INDEXES: weakref.WeakKeyDictionary[Any, _EventIndex] = weakref.WeakKeyDictionary()
+
+
+def _event_index(history: HistoryView) -> _EventIndex:
+    index = _EVENT_INDEXES.get(history)
+    if index is not None:
+        return index
+    index = _EventIndex()
+    for versions in history.all_versions("Event").values():
+        latest = next((v for v in reversed(versions) if v.obj is not None), None)
+        if latest is None or latest.obj is None:
+            continue
+        # When the event was last valid: a deletion after it, or still live.
+        last_seen = versions[-1].at if versions[-1].obj is None else history.as_of
+        event = latest.obj
+        involved = event.get("involvedObject") or event.get("regarding") or {}
+        if not isinstance(involved, dict):
+            continue
+        if involved.get("uid"):
+            index.by_uid.setdefault(str(involved["uid"]), []).append((last_seen, event))
+        elif involved.get("kind") == "Pod":
+            key = (str(involved.get("namespace") or ""), str(involved.get("name") or ""))
+            index.by_pod_name.setdefault(key, []).append((last_seen, event))
+    with contextlib.suppress(TypeError):  # a history that cannot be weakly referenced is not cached
+        _EVENT_INDEXES[history] = index
+    return index
+
+
 def related_events(history: HistoryView, pod: Object, claim_uids: Iterable[str] = ()) -> list[Object]:
     """Events about the Pod incarnation (by UID) or its claims, including ones the cluster expired.
 
     The last stored content of each event counts, so a count that grew is read at its newest.
     """
-    uids = {uid_of(pod), *claim_uids}
-    namespace, name = ns_name(pod)
+    index = _event_index(history)
     since = parse_time(meta(pod).get("creationTimestamp"))
-    out = []
-    for versions in history.all_versions("Event", since=since).values():
-        latest = next((v.obj for v in reversed(versions) if v.obj is not None), None)
-        if latest is None:
-            continue
-        involved = latest.get("involvedObject") or latest.get("regarding") or {}
-        if involved.get("uid"):
-            if involved["uid"] not in uids:
-                continue
-        elif (involved.get("kind"), involved.get("namespace"), involved.get("name")) != ("Pod", namespace, name):
-            continue
-        out.append(latest)
+    candidates = [entry for uid in {uid_of(pod), *claim_uids} for entry in index.by_uid.get(uid, ())]
+    candidates += index.by_pod_name.get(ns_name(pod), [])
+    out = [event for last_seen, event in candidates if since is None or last_seen >= since]
     return sorted(out, key=lambda e: (time_key(event_first(e)), str(e.get("reason"))))
 
 
@@ -397,13 +428,15 @@ def pod_lifecycle(
     if use_history:
         for pc in pod_claims:
             pc.claim = _allocated_version(history, pc.claim)
+    inventory = inventory or Inventory.of(history.state)
     ctx = PodContext(
         history=history,
         pod=pod,
-        inventory=inventory or Inventory.of(history.state),
+        inventory=inventory,
         events=related_events(history, pod, [pc.uid for pc in pod_claims if pc.uid]),
         gone_at=gone_at,
         observed_uuids=observed_uuids,
+        cache=selector_cache(inventory),
     )
     lifecycles = [_start(ctx, pc) for pc in pod_claims]
     ctx.claims = lifecycles

@@ -13,6 +13,7 @@ beyond ``allowMultipleAllocations``, and node-level scheduling (CPU, node taints
 from __future__ import annotations
 
 import re
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -194,6 +195,8 @@ class SelectorCache:
     def __init__(self) -> None:
         self._devices: dict[DeviceId, Device] = {}
         self._compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
+        # Every pending claim of a report asks the same class selector of the same devices.
+        self._results: dict[tuple[str, DeviceId], tuple[bool, str | None]] = {}
 
     def device(self, device: AdvertisedDevice) -> Device:
         cel_device = self._devices.get(device.id)
@@ -204,6 +207,13 @@ class SelectorCache:
 
     def evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
         """(matched, error); a selector that does not compile is an error on every device."""
+        key = (expr, device.id)
+        result = self._results.get(key)
+        if result is None:
+            result = self._results[key] = self._evaluate(expr, device)
+        return result
+
+    def _evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
         compiled = self._compiled.get(expr)
         if compiled is None:
             try:
@@ -217,6 +227,17 @@ class SelectorCache:
             return bool(compiled.matches(self.device(device))), None
         except SelectorEvaluationError as exc:
             return False, str(exc)
+
+
+_CACHES: weakref.WeakKeyDictionary[Inventory, SelectorCache] = weakref.WeakKeyDictionary()
+
+
+def selector_cache(inventory: Inventory) -> SelectorCache:
+    """One cache per inventory (one state), shared by every simulation over it."""
+    cache = _CACHES.get(inventory)
+    if cache is None:
+        cache = _CACHES[inventory] = SelectorCache()
+    return cache
 
 
 def check_device(
@@ -650,7 +671,7 @@ def simulate(
     ``sibling_claims`` (the Pod's claims allocated already) count as taken by the
     Pod's other requests rather than as in use by strangers.
     """
-    cache = cache or SelectorCache()
+    cache = cache or selector_cache(inventory)
     analyses = [analyze_request(inventory, cache, c, r) for c in claims for r in claim_requests(c)]
     own = {uid_of(c) for c in claims} | set(sibling_claims)
     held_by_siblings = {d for d, holder in inventory.holders.items() if uid_of(holder) in own}
