@@ -148,6 +148,8 @@ CLAIMLINE_COLLECT_INTERVAL = env_int("CLAIMLINE_COLLECT_INTERVAL", 30, minimum=1
 CLAIMLINE_PAGE_SIZE = env_int("CLAIMLINE_PAGE_SIZE", 500, minimum=1)
 CLAIMLINE_REQUEST_TIMEOUT = env_float("CLAIMLINE_REQUEST_TIMEOUT", 30.0, minimum=0.1)
 CLAIMLINE_MAX_RETRIES = env_int("CLAIMLINE_MAX_RETRIES", 3, minimum=0)
+# How many recently read snapshots each web process keeps loaded (0: none).
+CLAIMLINE_HISTORY_CACHE = env_int("CLAIMLINE_HISTORY_CACHE", 2, minimum=0)
 # in-process: `manage.py serve` runs collections in a thread (the embedded default);
 # celery: beat schedules them and the web process only reads.
 CLAIMLINE_SCHEDULER = os.environ.get("CLAIMLINE_SCHEDULER", "in-process")

@@ -124,3 +124,17 @@ def test_search_lands_on_the_pod(demo_history: Any, admin_client: Client) -> Non
     assert admin_client.get("/c/demo/search", {"q": "llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
     assert admin_client.get("/c/demo/search", {"q": "research/llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
     assert "No Pod or claim" in admin_client.get("/c/demo/search", {"q": "nothing"}).content.decode()
+
+
+def test_a_recently_read_snapshot_is_not_reloaded(demo_history: Any, django_assert_max_num_queries: Any) -> None:
+    from dashboard.reading import open_history
+
+    first = open_history(None, None)
+    first.state.of_kind("ResourceSlice")
+    with django_assert_max_num_queries(3):
+        again = open_history(None, None)
+        assert again is first and again.state.of_kind("ResourceSlice")
+    # An earlier snapshot is another history.
+    from demo.story import stage_times
+
+    assert open_history(None, stage_times(demo_history)[0]) is not first
