@@ -1,14 +1,26 @@
 #!/usr/bin/env python
-"""What a collection costs at cluster scale, next to a bare JSON parse of the same bytes.
+"""What a collection costs at cluster scale, next to a bare ``json.load`` of the same bytes.
 
-    .venv/bin/python bench/snapshot_cost.py --nodes 500 2000 [--database-url postgres://…/claimline_bench]
+    .venv/bin/python bench/snapshot_cost.py --nodes 2000 5000 [--repeat 3] [--typed-pages 30]
 
-For each size: generate a synthetic cluster (N nodes × 8 GPUs, ~30 pods per node,
-claims and events), serve it from the fake API server, and time
-  - json.loads of the whole List's bytes (the floor: what any reader must pay),
-  - the collector's read (HTTP paging through the official client + parse + normalize + hash),
-  - the typed client path for Pods (deserializing into V1Pod models) vs. a raw parse of the same pages,
-  - writing the first snapshot, an unchanged snapshot, and one with 1% churn.
+For each size: generate a synthetic cluster (N nodes x 8 GPUs, ~30 pods per node, claims and
+events) and the same cluster one generation later with 1% churn, and serve both stages from the
+fake API server in its own process (a real API server is another machine; in-process it would
+compete with the collector for the GIL). Then, each as a fresh process with its start included:
+
+  - ``python -c 'json.load(...)'`` of the whole List's bytes: the floor any reader pays;
+  - ``manage.py collect --once``: first collection (writes everything), then unchanged
+    collections interleaved with the json.load runs (medians), then one after the server
+    advances to the churned stage;
+  - the churned collection's versions and deletions are checked against the objects whose
+    canonical content actually differs between the two stages (computed from the stage files
+    with the collector's own filters and normalizer).
+
+And in this process, the official client's typed path (``list_pod_for_all_namespaces`` into
+V1Pod models) against the raw path the collector uses, over the same first ``--typed-pages``
+pages of Pods.
+
+Each database is ``claimline_bench_<N>``, recreated. Results print as JSON lines.
 """
 
 from __future__ import annotations
@@ -17,144 +29,206 @@ import argparse
 import gc
 import json
 import os
-import resource
+import shutil
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._common import (  # noqa: E402
+    PYTHON,
+    ROOT,
+    FakeServerProcess,
+    load,
+    machine,
+    median,
+    recreate_database,
+    run_child,
+    scratch_dir,
+    stored_objects,
+)
 
-def setup_django(database_url: str) -> None:
-    os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
-    os.environ.setdefault("CLAIMLINE_VAR_DIR", str(ROOT / "var" / "bench"))
-    if database_url.startswith("postgres"):
-        import psycopg
-
-        base, _, name = database_url.rpartition("/")
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-                conn.execute(f'CREATE DATABASE "{name}"')
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+JSON_LOAD = "import json, sys\nwith open(sys.argv[1], 'rb') as f:\n    json.load(f)\n"
 
 
-def timed(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    gc.collect()
-    start = time.perf_counter()
-    result = fn(*args, **kwargs)
-    return result, time.perf_counter() - start
+def write_stages(nodes: int, scenario: Path) -> int:
+    from demo.synthetic import SYNTHETIC_BASE, generation_time, synthetic_list_bytes
 
-
-def run(nodes: int, tmp: Path) -> dict[str, float | int]:
-    from kubernetes import client as k8s
-
-    from collector.fake_apiserver import FakeApiServer, FakeCluster
-    from collector.history import get_cluster, start_snapshot, write_snapshot
-    from collector.kube import ClusterReader, api_client_for
-    from collector.models import Cluster
-    from dashboard.config import ClusterSource
-    from demo.synthetic import SYNTHETIC_BASE, generation_time, synthetic_cluster, synthetic_list_bytes
-
-    Cluster.objects.filter(name=f"bench-{nodes}").delete()
-    gen0, gen_t = timed(synthetic_cluster, nodes)
-    t1 = generation_time(SYNTHETIC_BASE, 1)
-    gen1 = synthetic_cluster(nodes, at=t1, churn=0.01, generation=1)
+    scenario.mkdir(parents=True, exist_ok=True)
     raw = synthetic_list_bytes(nodes)
-    _, parse_t = timed(json.loads, raw)
+    (scenario / "0.json").write_bytes(raw)
+    size = len(raw)
+    del raw
+    churned = synthetic_list_bytes(nodes, at=generation_time(SYNTHETIC_BASE, 1), churn=0.01, generation=1)
+    (scenario / "1.json").write_bytes(churned)
+    return size
+
+
+def stored_hashes(path: Path) -> dict[tuple[str, str], str]:
     import orjson
 
-    _, orjson_t = timed(orjson.loads, raw)
+    return {n.key: n.content_hash for n in stored_objects(orjson.loads(path.read_bytes())["items"])}
 
-    server = FakeApiServer(FakeCluster([gen0, gen1]))
-    server.start()
-    server.write_kubeconfig(tmp / f"kubeconfig-{nodes}")
-    source = ClusterSource(f"bench-{nodes}", "kubeconfig", str(tmp / f"kubeconfig-{nodes}"))
-    api = api_client_for(source)
-    reader = ClusterReader(api, page_size=500, timeout=120)
-    result, read_t = timed(reader.read)
 
-    # Typed vs raw for Pods, the biggest kind: same pages, two ways of reading them.
+def expected_churn(scenario: Path) -> tuple[int, int]:
+    before = stored_hashes(scenario / "0.json")
+    gc.collect()
+    after = stored_hashes(scenario / "1.json")
+    changed = sum(1 for key, digest in after.items() if before.get(key) != digest)
+    deleted = sum(1 for key in before if key not in after)
+    return changed, deleted
+
+
+def typed_vs_raw(kubeconfig: Path, pages: int) -> dict[str, float | int]:
+    from kubernetes import client as k8s
+
+    from collector.kinds import BY_KIND
+    from collector.kube import ClusterReader, api_client_for
+    from dashboard.config import ClusterSource
+
+    api = api_client_for(ClusterSource("typed", "kubeconfig", str(kubeconfig)))
     core = k8s.CoreV1Api(api)
 
-    def typed_pods() -> int:
+    def typed() -> int:
         n, token = 0, None
-        while True:
+        for _ in range(pages):
             page = core.list_pod_for_all_namespaces(limit=500, _continue=token)
             n += len(page.items)
-            token = page.metadata._continue
+            token = page.metadata._continue if page.metadata is not None else None
             if not token:
-                return n
+                break
+        return n
 
-    def raw_pods() -> int:
-        from collector.kinds import BY_KIND
+    def raw() -> int:
+        n = 0
+        reader = ClusterReader(api, page_size=500, timeout=300)
+        for i, page in enumerate(reader.pages(BY_KIND["Pod"])):
+            n += len(page or ())
+            if i + 1 >= pages:
+                break
+        return n
 
-        return len(ClusterReader(api, page_size=500, timeout=120).list_items(BY_KIND["Pod"]))
+    start = time.process_time()
+    typed_n = typed()
+    typed_s = time.process_time() - start
+    gc.collect()
+    start = time.process_time()
+    raw_n = raw()
+    raw_s = time.process_time() - start
+    return {
+        "typed_pods": typed_n,
+        "raw_pods": raw_n,
+        "typed_pods_cpu_s": round(typed_s, 2),
+        "raw_pods_cpu_s": round(raw_s, 2),
+        "typed_vs_raw": round(typed_s / raw_s, 1),
+    }
 
-    _, typed_t = timed(typed_pods)
-    _, raw_pods_t = timed(raw_pods)
 
-    cluster = get_cluster(source.name)
-    from django.utils import timezone
+def parse_collect(stdout: str) -> dict[str, int]:
+    # "<cluster>: ok at …: N objects, V versions written, D deletions"
+    words = stdout.replace(",", "").split()
+    try:
+        return {
+            "objects": int(words[words.index("objects") - 1]),
+            "versions": int(words[words.index("versions") - 1]),
+            "deletions": int(words[words.index("deletions") - 1]),
+        }
+    except (ValueError, IndexError):
+        raise RuntimeError(f"unexpected collect output: {stdout!r}") from None
 
-    now = timezone.now
 
-    def write(objs, at):  # type: ignore[no-untyped-def]
-        snap = start_snapshot(cluster, at, "bench", started=now())
-        return write_snapshot(snap, objs.objects, objs.complete_kinds, finished=now())
-
-    first, first_t = timed(write, result, SYNTHETIC_BASE)
-    result2, read2_t = timed(ClusterReader(api, page_size=500, timeout=120).read)
-    unchanged, unchanged_t = timed(write, result2, SYNTHETIC_BASE + timedelta(seconds=30))
-    server.cluster.advance()
-    result3, read3_t = timed(ClusterReader(api, page_size=500, timeout=120).read)
-    churned, churn_t = timed(write, result3, t1)
-    server.stop()
+def run(nodes: int, repeat: int, typed_pages: int, keep: bool, tree: Path) -> dict[str, Any]:
+    work = scratch_dir(f"snapshot-cost-{nodes}-")
+    scenario, kubeconfig = work / "scenario", work / "kubeconfig"
+    start = time.perf_counter()
+    list_bytes = write_stages(nodes, scenario)
+    generate_s = time.perf_counter() - start
+    db = recreate_database(f"claimline_bench_{nodes}")
+    env = {
+        **os.environ,
+        "DATABASE_URL": db,
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "CLAIMLINE_CLUSTERS": f"bench-{nodes}=kubeconfig:{kubeconfig}",
+        "CLAIMLINE_VAR_DIR": str(ROOT / "var" / "bench"),
+        "CLAIMLINE_REQUEST_TIMEOUT": "300",
+    }
+    migrate = run_child([PYTHON, "manage.py", "migrate", "-v0"], env)
+    if migrate.returncode:
+        raise RuntimeError(migrate.stderr)
+    server = FakeServerProcess(scenario, kubeconfig)
+    collect = [PYTHON, "manage.py", "collect", "--once"]
+    try:
+        server.start()
+        server.warm()
+        first = run_child(collect, env, tree)
+        if first.returncode:
+            raise RuntimeError(first.stderr)
+        loads, unchanged = [], []
+        for _ in range(repeat):
+            loads.append(run_child([PYTHON, "-c", JSON_LOAD, str(scenario / "0.json")]))
+            unchanged.append(run_child(collect, env, tree))
+        for r in unchanged:
+            if r.returncode or parse_collect(r.stdout)["versions"] or parse_collect(r.stdout)["deletions"]:
+                raise RuntimeError(f"unchanged collection wrote something: {r.stdout} {r.stderr[-2000:]}")
+        server.control("/_fake/advance")
+        server.warm()
+        churned = run_child(collect, env, tree)
+        if churned.returncode:
+            raise RuntimeError(churned.stderr)
+        typed = typed_vs_raw(kubeconfig, typed_pages)
+    finally:
+        server.stop()
+    changed, deleted = expected_churn(scenario)
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    first_counts, churn_counts = parse_collect(first.stdout), parse_collect(churned.stdout)
+    load_s = median([r.wall_s for r in loads])
+    unchanged_s = median([r.wall_s for r in unchanged])
     return {
         "nodes": nodes,
-        "objects": first.objects_seen,
-        "list_bytes_mb": round(len(raw) / 1e6, 1),
-        "generate_s": round(gen_t, 2),
-        "json_loads_s": round(parse_t, 3),
-        "orjson_loads_s": round(orjson_t, 3),
-        "collector_read_s": round(read_t, 3),
-        "read_vs_json_loads": round(read_t / parse_t, 2),
-        "typed_pods_s": round(typed_t, 3),
-        "raw_pods_s": round(raw_pods_t, 3),
-        "typed_vs_raw": round(typed_t / raw_pods_t, 1),
-        "first_write_s": round(first_t, 2),
-        "first_versions": first.versions_written,
-        "unchanged_read_plus_write_s": round(read2_t + unchanged_t, 3),
-        "unchanged_write_s": round(unchanged_t, 3),
-        "unchanged_versions": unchanged.versions_written,
-        "unchanged_vs_json_loads": round((read2_t + unchanged_t) / parse_t, 2),
-        "churn_read_plus_write_s": round(read3_t + churn_t, 3),
-        "churn_versions": churned.versions_written,
-        "churn_deletions": churned.deletions,
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "tree": str(tree),
+        "objects_stored": first_counts["objects"],
+        "list_bytes_mb": round(list_bytes / 1e6, 1),
+        "generate_s": round(generate_s, 1),
+        "json_load_process_s": [round(r.wall_s, 2) for r in loads],
+        "collect_unchanged_process_s": [round(r.wall_s, 2) for r in unchanged],
+        "unchanged_vs_json_load": round(unchanged_s / load_s, 2),
+        "json_load_cpu_s": round(median([r.cpu_s for r in loads]), 2),
+        "collect_unchanged_cpu_s": round(median([r.cpu_s for r in unchanged]), 2),
+        "unchanged_vs_json_load_cpu": round(
+            median([r.cpu_s for r in unchanged]) / median([r.cpu_s for r in loads]), 2
+        ),
+        "unchanged_versions": 0,
+        "first_collect_s": round(first.wall_s, 1),
+        "first_versions": first_counts["versions"],
+        "churn_collect_s": round(churned.wall_s, 2),
+        "churn_versions": churn_counts["versions"],
+        "churn_deletions": churn_counts["deletions"],
+        "churn_expected_versions": changed,
+        "churn_expected_deletions": deleted,
+        "json_load_peak_rss_mb": round(max(r.max_rss_mb for r in loads)),
+        "collect_peak_rss_mb": round(max(r.max_rss_mb for r in [first, *unchanged, churned])),
+        **typed,
+        "load_after": load(),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, nargs="+", default=[500, 2000])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[2000])
+    parser.add_argument("--repeat", type=int, default=3, help="unchanged collections and json.load runs (medians)")
+    parser.add_argument("--typed-pages", type=int, default=30, help="pages of 500 Pods for typed vs raw")
+    parser.add_argument("--keep", action="store_true", help="keep the generated stage files")
     parser.add_argument(
-        "--database-url", default=os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/claimline_bench")
+        "--tree", type=Path, default=ROOT,
+        help="run the collector from this checkout (e.g. an exported older commit) to compare before/after",
     )
     args = parser.parse_args()
-    setup_django(args.database_url)
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in args.nodes:
-            print(json.dumps(run(n, Path(tmp))), flush=True)
+    print(json.dumps({"machine": machine(), "load_before": load()}), flush=True)
+    for n in args.nodes:
+        print(json.dumps(run(n, args.repeat, args.typed_pages, args.keep, args.tree.resolve())), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,7 +12,7 @@ from django.db.models import Q
 
 from collector.kinds import KINDS
 from collector.models import Cluster, ObjectVersion, Snapshot
-from dashboard.domain.state import ClusterState, Object, Version
+from dashboard.domain.state import ClusterState, Object, Version, ns_name
 
 
 class NoSnapshot(LookupError):
@@ -65,6 +66,29 @@ class _KindsLoadedOnDemand(dict[str, dict[str, Object]]):
         return super().__iter__()
 
 
+@dataclass
+class _StoredState(ClusterState):
+    """``find`` indexes only the kind asked for.
+
+    The base class indexes every kind at the first lookup, which here would load and
+    decode the whole cluster (every Pod and Event) to resolve one claim by name.
+    """
+
+    _names: dict[str, dict[tuple[str, str], Object]] = field(default_factory=dict, repr=False)
+
+    def find(self, kind: str, namespace: str, name: str) -> Object | None:
+        names = self._names.get(kind)
+        if names is None:
+            names = self._names[kind] = {ns_name(o): o for o in self.objects.get(kind, {}).values()}
+        return names.get((namespace, name))
+
+
+# Reports walk thousands of objects one ``versions`` call at a time; past this many calls
+# for one kind, its whole history comes in one query instead of one query per object.
+# Pages ask about a handful of objects and stay on the per-object query.
+BULK_AFTER = 32
+
+
 def _as_of_filter(as_of: datetime) -> Q:
     return Q(valid_from__lte=as_of) & (Q(valid_to__isnull=True) | Q(valid_to__gt=as_of))
 
@@ -75,7 +99,9 @@ class StoredHistory:
     def __init__(self, cluster: Cluster, as_of: datetime | None = None) -> None:
         self.cluster = cluster
         self._as_of = latest_snapshot_time(cluster, as_of)
-        self._state = ClusterState(self._as_of, _KindsLoadedOnDemand(self._load_kind))
+        self._state: ClusterState = _StoredState(self._as_of, _KindsLoadedOnDemand(self._load_kind))
+        self._lookups: dict[str, int] = {}
+        self._histories: dict[str, dict[str, list[tuple[datetime, bool, str]]]] = {}
 
     @property
     def as_of(self) -> datetime:
@@ -93,13 +119,33 @@ class StoredHistory:
         return {uid: orjson.loads(content) for uid, content in rows.values_list("uid", "content").iterator(2000)}
 
     def versions(self, kind: str, uid: str) -> list[Version]:
+        by_uid = self._histories.get(kind)
+        if by_uid is None:
+            self._lookups[kind] = looked_up = self._lookups.get(kind, 0) + 1
+            if looked_up <= BULK_AFTER:
+                rows = (
+                    self._rows()
+                    .filter(kind=kind, uid=uid, valid_from__lte=self._as_of)
+                    .order_by("valid_from")
+                    .values_list("valid_from", "deleted", "content")
+                )
+                return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in rows]
+            by_uid = self._histories[kind] = self._history_of(kind)
+        # Decoded per call, as from the database: callers get objects of their own.
+        return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in by_uid.get(uid, ())]
+
+    def _history_of(self, kind: str) -> dict[str, list[tuple[datetime, bool, str]]]:
+        """Every version of every object of ``kind`` up to ``as_of``, undecoded, by UID."""
+        out: dict[str, list[tuple[datetime, bool, str]]] = {}
         rows = (
             self._rows()
-            .filter(kind=kind, uid=uid, valid_from__lte=self._as_of)
-            .order_by("valid_from")
-            .values_list("valid_from", "deleted", "content")
+            .filter(kind=kind, valid_from__lte=self._as_of)
+            .order_by("uid", "valid_from")
+            .values_list("uid", "valid_from", "deleted", "content")
         )
-        return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in rows]
+        for uid, at, deleted, content in rows.iterator(2000):
+            out.setdefault(uid, []).append((at, deleted, content))
+        return out
 
     def before(self, t: datetime) -> StoredHistory:
         try:

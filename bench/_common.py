@@ -1,0 +1,204 @@
+"""Shared plumbing for the benchmarks: databases, the fake API server as a process, child processes, machine facts."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
+PG_BASE = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+
+
+def scratch_dir(prefix: str) -> Path:
+    # Under var/ rather than /tmp: other jobs on a shared machine sweep /tmp.
+    base = ROOT / "var" / "bench"
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+
+
+def recreate_database(name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(f"{PG_BASE}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"{PG_BASE}/{name}"
+
+
+def database_exists(name: str) -> bool:
+    import psycopg
+
+    with psycopg.connect(f"{PG_BASE}/postgres", autocommit=True) as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
+def setup_django(database_url: str, migrate: bool = True) -> None:
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("CLAIMLINE_VAR_DIR", str(ROOT / "var" / "bench"))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    if migrate:
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+
+
+@dataclass
+class ChildRun:
+    wall_s: float
+    cpu_s: float
+    max_rss_mb: float
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_child(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> ChildRun:
+    """Run a process to completion; wall time from fork to exit, and its own rusage."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=err)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return ChildRun(
+            wall,
+            usage.ru_utime + usage.ru_stime,
+            usage.ru_maxrss / 1024,
+            proc.returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+        )
+
+
+class FakeServerProcess:
+    """``python -m collector.fake_apiserver`` serving a scenario directory, in its own process.
+
+    Its own process, so serving pages does not compete with the collector for the GIL:
+    a real API server is another machine.
+    """
+
+    def __init__(self, scenario: Path, kubeconfig: Path) -> None:
+        self.scenario, self.kubeconfig = scenario, kubeconfig
+        self.token = "bench-token"  # noqa: S105 - a loopback test server's token
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def start(self) -> str:
+        self.proc = subprocess.Popen(
+            [PYTHON, "-m", "collector.fake_apiserver", "--scenario", str(self.scenario),
+             "--kubeconfig", str(self.kubeconfig), "--token", self.token],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        assert self.proc.stdout is not None
+        # It prints its URL once the stages are loaded, or exits.
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("http"):
+            self.stop()
+            raise RuntimeError(f"fake API server did not start (got {line!r})")
+        self.url = line
+        return line
+
+    def control(self, path: str, body: bytes = b"{}") -> bytes:
+        # Loopback URLs of the server we started: no scheme surprises.
+        req = urllib.request.Request(f"{self.url}{path}", data=body, method="POST")  # noqa: S310
+        with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310
+            return bytes(resp.read())
+
+    def warm(self) -> None:
+        # The server serializes a stage's items on its first list: keep that out of the timings.
+        for path in ("/api/v1/pods?limit=1", "/api/v1/events?limit=1"):
+            auth = {"Authorization": f"Bearer {self.token}"}
+            req = urllib.request.Request(f"{self.url}{path}", headers=auth)  # noqa: S310
+            with urllib.request.urlopen(req, timeout=600):  # noqa: S310
+                pass
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def machine() -> dict[str, object]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kb = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "cpu": model,
+        "python": platform.python_version(),
+    }
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100)."""
+    s = sorted(values)
+    if not s:
+        return float("nan")
+    rank = max(1, -(-len(s) * p // 100))
+    return s[int(rank) - 1]
+
+
+def stored_objects(items: list[dict[str, Any]]) -> list[Any]:
+    """What a collection stores from a cluster's objects: the collector's own filters
+    (Pods that use claims, Events about those Pods and claims), then its normalizer,
+    in its kind order."""
+    from collector.kinds import RESOURCE_TYPES
+    from collector.kube import _events_about, _ns_name, _pods_reserved_or_using_claims, _reserved_pod_uids, _uid
+    from collector.normalize import normalize
+
+    by_kind: dict[str, list[Any]] = {}
+    for item in items:
+        by_kind.setdefault(item["kind"], []).append(item)
+    claims = by_kind.get("ResourceClaim", [])
+    pods = _pods_reserved_or_using_claims(by_kind.get("Pod", []), _reserved_pod_uids(claims))
+    by_kind["Pod"] = pods
+    by_kind["Event"] = _events_about(
+        by_kind.get("Event", []),
+        {_uid(p) for p in pods} | {_uid(c) for c in claims},
+        {("ResourceClaim", *_ns_name(c)) for c in claims},
+    )
+    return [normalize(rt.kind, obj, i) for rt in RESOURCE_TYPES for i, obj in enumerate(by_kind.get(rt.kind, []))]
