@@ -10,6 +10,7 @@ which one it used.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import re
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -787,8 +788,8 @@ def _match_evidence(sim: Simulation) -> list[dict[str, Any]]:
                     "picked": [d.label for d in on_node.picked],
                 }
             )
-    outcomes = [o for o in sim.device_outcomes() if o.get("outcome") != "match"]
-    return summary + outcomes[:_MAX_DEVICE_EVIDENCE]
+    outcomes = (o for o in sim.iter_device_outcomes() if o.get("outcome") != "match")
+    return summary + list(itertools.islice(outcomes, _MAX_DEVICE_EVIDENCE))
 
 
 def _waiting_message(ctx: PodContext, lc: ClaimLifecycle, sim: Simulation) -> str:

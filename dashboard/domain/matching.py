@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -197,6 +197,7 @@ class SelectorCache:
         self._compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
         # Every pending claim of a report asks the same class selector of the same devices.
         self._results: dict[tuple[str, DeviceId], tuple[bool, str | None]] = {}
+        self._checks: dict[tuple[tuple[str, ...], tuple[str, ...]], list[DeviceCheck]] = {}
 
     def device(self, device: AdvertisedDevice) -> Device:
         cel_device = self._devices.get(device.id)
@@ -204,6 +205,20 @@ class SelectorCache:
             cel_device = Device.from_slice_entry(device.driver, dict(device.entry))
             self._devices[device.id] = cel_device
         return cel_device
+
+    def checks(
+        self, devices: Sequence[AdvertisedDevice], class_exprs: Sequence[str], request_exprs: Sequence[str]
+    ) -> list[DeviceCheck]:
+        """Every device checked against one class + request selector set, once per analysis.
+
+        Pending Pods of one workload ask the same thing; a report over all of them
+        would otherwise walk every device once per Pod. The list is shared: read it only.
+        """
+        key = (tuple(class_exprs), tuple(request_exprs))
+        found = self._checks.get(key)
+        if found is None:
+            found = self._checks[key] = [check_device(self, d, class_exprs, request_exprs) for d in devices]
+        return found
 
     def evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
         """(matched, error); a selector that does not compile is an error on every device."""
@@ -460,14 +475,16 @@ class Simulation:
 
     def device_outcomes(self) -> list[dict[str, Any]]:
         """Per device and ask, why it was (not) usable on the best node, as evidence entries."""
+        return list(self.iter_device_outcomes())
+
+    def iter_device_outcomes(self) -> Iterator[dict[str, Any]]:
+        """``device_outcomes`` one at a time: evidence wants only the first few of thousands."""
         best = self.best
-        out: list[dict[str, Any]] = []
         for analysis in self.requests:
             for ask in analysis.request.alternatives:
                 on_node = next((a for a in best.asks if a.ask is ask), None) if best else None
                 for check in analysis.checks[ask.name]:
-                    out.append(_outcome_entry(analysis, ask, check, on_node))
-        return out
+                    yield _outcome_entry(analysis, ask, check, on_node)
 
     # -- message parts --
 
@@ -651,7 +668,7 @@ def analyze_request(
     for ask in request.alternatives:
         device_class = classes.setdefault(ask.class_name, find_class(inventory.state, ask.class_name))
         class_exprs = class_selectors(device_class)
-        checks[ask.name] = [check_device(cache, d, class_exprs, ask.selectors) for d in inventory.devices]
+        checks[ask.name] = cache.checks(inventory.devices, class_exprs, tuple(ask.selectors))
     return RequestAnalysis(uid_of(claim), ns_name(claim)[1], request, classes, checks)
 
 
