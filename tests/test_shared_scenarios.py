@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from dashboard.domain.state import MemoryHistory
-from dashboard.domain.timefmt import parse_time
 from dashboard.domain.verdicts import explain
-
-SCENARIOS = Path(__file__).resolve().parents[2] / "shared" / "scenarios"
+from tests.scenarios import SCENARIOS, expected, load
 
 pytestmark = pytest.mark.skipif(not SCENARIOS.is_dir(), reason=f"{SCENARIOS} is absent")
-
-
-def _expected(folder: Path) -> dict[str, Any]:
-    return json.loads((folder / "expected.json").read_text())
-
 
 def _explain_cases() -> list[tuple[Path, list[Any]]]:
     if not SCENARIOS.is_dir():
@@ -28,37 +18,8 @@ def _explain_cases() -> list[tuple[Path, list[Any]]]:
     cases = []
     for folder in sorted(SCENARIOS.iterdir()):
         if (folder / "expected.json").is_file():
-            cases += [(folder, case) for case in _expected(folder).get("explain", [])]
+            cases += [(folder, case) for case in expected(folder).get("explain", [])]
     return cases
-
-
-def _documents(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text()
-    if path.suffix == ".json":
-        return [json.loads(text)]
-    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
-
-
-def _items(path: Path) -> list[dict[str, Any]]:
-    """Objects of a ``List`` (items of a typed list such as ``PodList`` get their kind back)."""
-    out = []
-    for doc in _documents(path):
-        list_kind = str(doc.get("kind") or "")
-        if not list_kind.endswith("List"):
-            out.append(doc)
-            continue
-        item_kind = list_kind[: -len("List")]
-        out += [item if "kind" in item or not item_kind else {**item, "kind": item_kind} for item in doc["items"]]
-    return out
-
-
-def load(folder: Path) -> MemoryHistory:
-    snapshots = []
-    for name, at in _expected(folder)["snapshots"]:
-        when = parse_time(at)
-        assert when is not None, f"{folder.name}: bad time {at!r}"
-        snapshots.append((when, _items(folder / name)))
-    return MemoryHistory(snapshots)
 
 
 @pytest.mark.parametrize(

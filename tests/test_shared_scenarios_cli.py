@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from django.core.management import call_command
 
-SCENARIOS = Path(__file__).resolve().parents[2] / "shared" / "scenarios"
+from tests.scenarios import SCENARIOS
+
 CASES = sorted(p.parent.name for p in SCENARIOS.glob("*/expected.json")) if SCENARIOS.is_dir() else []
 
 pytestmark = [
