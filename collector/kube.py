@@ -7,11 +7,9 @@ Every failure becomes a ``CollectionError`` naming the resource and the cause.
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +19,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
+from collector.gcpause import gc_paused
 from collector.kinds import RESOURCE_TYPES, ResourceType
 from collector.normalize import InvalidObject, NormalizedObject, normalize
 from dashboard.config import ClusterSource
@@ -199,7 +198,7 @@ class ClusterReader:
         claim_keys: set[tuple[str, str, str]] = set()
         pod_uids: set[str] = set()
         about: set[str] = set()
-        with _gc_paused():
+        with gc_paused():
             for rt in RESOURCE_TYPES:
                 objects: list[NormalizedObject] = []
                 problems: list[str] = []
@@ -235,21 +234,6 @@ class ClusterReader:
                     result.complete_kinds.add(rt.kind)
         result.requests = self.requests
         return result
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    # Parsed API objects are acyclic, but every page allocates hundreds of thousands
-    # of dicts and the cyclic GC would rescan the growing heap again and again:
-    # pausing it takes about half off a big read. The few cycles made meanwhile
-    # (HTTP machinery) are collected once it is back on.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _uid(obj: Any) -> str:

@@ -19,15 +19,20 @@ class NoSnapshot(LookupError):
     """The cluster has no usable snapshot at or before the asked time."""
 
 
-def latest_snapshot_time(cluster: Cluster, as_of: datetime | None = None) -> datetime:
+def latest_snapshot(cluster: Cluster, as_of: datetime | None = None) -> tuple[int, datetime]:
+    """The primary key and time of the newest usable snapshot at or before ``as_of``."""
     runs = Snapshot.objects.filter(cluster=cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
     if as_of is not None:
         runs = runs.filter(at__lte=as_of)
-    at = runs.order_by("-at").values_list("at", flat=True).first()
-    if at is None:
+    found = runs.order_by("-at").values_list("pk", "at").first()
+    if found is None:
         when = f" at or before {as_of.isoformat()}" if as_of else ""
         raise NoSnapshot(f"cluster {cluster.name} has no snapshot{when}")
-    return at
+    return found
+
+
+def latest_snapshot_time(cluster: Cluster, as_of: datetime | None = None) -> datetime:
+    return latest_snapshot(cluster, as_of)[1]
 
 
 class _KindsLoadedOnDemand(dict[str, dict[str, Object]]):

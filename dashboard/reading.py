@@ -8,10 +8,10 @@ from datetime import datetime
 
 from django.conf import settings
 
-from collector.models import Cluster, Snapshot
+from collector.models import Cluster
 from collector.timeparse import parse_rfc3339
 from dashboard.domain.leaks import Thresholds
-from dashboard.history import NoSnapshot, StoredHistory
+from dashboard.history import NoSnapshot, StoredHistory, latest_snapshot
 
 
 class ReadError(LookupError):
@@ -28,14 +28,11 @@ def open_history(cluster_name: str | None, as_of: str | datetime | None) -> Stor
         when = parse_rfc3339(as_of, "--as-of") if isinstance(as_of, str) else as_of
     except ValueError as exc:
         raise ReadError(str(exc)) from None
-    runs = Snapshot.objects.filter(cluster=cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
-    if when is not None:
-        runs = runs.filter(at__lte=when)
-    snapshot = runs.order_by("-at").values_list("pk", flat=True).first()
-    if snapshot is None:
-        when_text = f" at or before {when.isoformat()}" if when else ""
-        raise ReadError(str(NoSnapshot(f"cluster {cluster.name} has no snapshot{when_text}")))
-    return _recent_history(cluster, snapshot)
+    try:
+        snapshot, at = latest_snapshot(cluster, when)
+    except NoSnapshot as exc:
+        raise ReadError(str(exc)) from None
+    return _recent_history(cluster, snapshot, at)
 
 
 # History as of one snapshot never changes (later snapshots only close versions after it,
@@ -45,7 +42,7 @@ _recent: OrderedDict[tuple[int, int], StoredHistory] = OrderedDict()
 _recent_lock = threading.Lock()
 
 
-def _recent_history(cluster: Cluster, snapshot_pk: int) -> StoredHistory:
+def _recent_history(cluster: Cluster, snapshot_pk: int, at: datetime) -> StoredHistory:
     size = settings.CLAIMLINE_HISTORY_CACHE
     key = (cluster.pk, snapshot_pk)
     with _recent_lock:
@@ -53,7 +50,6 @@ def _recent_history(cluster: Cluster, snapshot_pk: int) -> StoredHistory:
         if cached is not None:
             _recent.move_to_end(key)
             return cached
-    at = Snapshot.objects.filter(pk=snapshot_pk).values_list("at", flat=True).first()
     history = StoredHistory(cluster, at)
     if size > 0:
         with _recent_lock:

@@ -19,15 +19,14 @@ small: treat them as read-only, or deep-copy before mutating.
 
 from __future__ import annotations
 
-import gc
 import io
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
+from collector.gcpause import gc_paused
 from demo import builders as b
 
 Obj = dict[str, Any]
@@ -658,19 +657,6 @@ class _Generator:
             yield from self.node_objects(n)
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    # Hundreds of thousands of acyclic dicts make the cyclic GC rescan a growing heap
-    # over and over; pausing it roughly halves generation time.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def iter_synthetic(
     nodes: int,
     gpus_per_node: int = 8,
@@ -703,7 +689,7 @@ def synthetic_cluster(
     ``at - generation * interval``, so pass ``generation_time(start, g)`` for
     the generations to line up.
     """
-    with _gc_paused():
+    with gc_paused():
         return list(
             iter_synthetic(
                 nodes,
@@ -730,7 +716,7 @@ def synthetic_list_bytes(
     pods_per_node: int = PODS_PER_NODE,
 ) -> bytes:
     """The cluster as the JSON bytes of a v1 List, serialized in chunks so the dicts never all coexist."""
-    with _gc_paused():
+    with gc_paused():
         return _list_bytes(
             iter_synthetic(
                 nodes,
