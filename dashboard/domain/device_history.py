@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from dashboard.domain.claims import consumers
 from dashboard.domain.inventory import DeviceId, allocated_devices
+from dashboard.domain.leaks import allocation_time
 from dashboard.domain.state import HistoryView, Object, meta, ns_name
-from dashboard.domain.timefmt import parse_time, rfc3339
+from dashboard.domain.timefmt import rfc3339
 
 PREPARE_FAILURES = ("FailedPrepareDynamicResources", "FailedPrepareResources")
 # Failures of this many distinct claims on one device make it suspect.
@@ -33,17 +35,8 @@ def _holds(claim: Object, device: DeviceId) -> bool:
     return any(d.id == device for d in allocated_devices(claim))
 
 
-def _since(claim: Object, seen: datetime) -> datetime:
-    status = claim.get("status") or {}
-    allocation = status.get("allocation") if isinstance(status, dict) else None
-    stamp = parse_time(allocation.get("allocationTimestamp")) if isinstance(allocation, dict) else None
-    return stamp or seen
-
-
 def _consumer_uids(claim: Object) -> set[str]:
-    status = claim.get("status") or {}
-    reserved = status.get("reservedFor") if isinstance(status, dict) else None
-    return {str(c.get("uid")) for c in reserved or () if isinstance(c, dict) and c.get("uid")}
+    return {str(c["uid"]) for c in consumers(claim) if c.get("uid")}
 
 
 def holdings(history: HistoryView, device: DeviceId) -> list[_Holding]:
@@ -56,7 +49,7 @@ def holdings(history: HistoryView, device: DeviceId) -> list[_Holding]:
             if obj is not None and _holds(obj, device):
                 if current is None:
                     namespace, name = ns_name(obj)
-                    current = _Holding(uid, namespace, name, _since(obj, version.at), None, set())
+                    current = _Holding(uid, namespace, name, allocation_time(obj) or version.at, None, set())
                 current.consumers |= _consumer_uids(obj)
             elif current is not None:
                 current.until = version.at
