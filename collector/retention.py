@@ -183,7 +183,9 @@ def _delete_in_batches(queryset: models.QuerySet[Any], batch: int) -> int:
             if not ids:
                 return deleted
             # The filter again, not just the ids: a row changed since the select is judged anew.
-            count, _ = queryset.filter(pk__in=ids).delete()
+            _total, per_model = queryset.filter(pk__in=ids).delete()
+        # Rows of other tables that go with them (a snapshot's derived marker) are not counted.
+        count = per_model.get(queryset.model._meta.label, 0)
         deleted += count
         after = ids[-1]
 

@@ -9,9 +9,10 @@ may go down when objects go away.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from dashboard.domain.claims import summarize_claim
 from dashboard.domain.inventory import Inventory
@@ -138,7 +139,27 @@ def _pods_with_claims(history: HistoryView) -> list[Object]:
     return sorted(pods, key=ns_name)
 
 
-def _boundary_families(history: HistoryView, inventory: Inventory) -> list[Family]:
+# What the boundary families count of one claim: its key (UID, or name when unresolved), each
+# boundary's state, and the runtime boundary's reason.
+ClaimStates = tuple[str, dict[str, str], str | None]
+# A Pod's claims as counted, when a caller already has them (e.g. stored explain documents);
+# None for a Pod it has not, which is then judged here.
+StatesOf = Callable[[Object], list[ClaimStates] | None]
+
+
+def claim_states(claims: Iterable[Mapping[str, Any]]) -> list[ClaimStates]:
+    """What the boundary families count, from explain's claim documents (``ClaimLifecycle.to_dict``)."""
+    return [
+        (
+            c.get("uid") or c["name"],
+            {b: c["boundaries"][b]["state"] for b in BOUNDARIES},
+            c["boundaries"]["runtime"].get("reason"),
+        )
+        for c in claims
+    ]
+
+
+def _boundary_families(history: HistoryView, inventory: Inventory, states_of: StatesOf | None) -> list[Family]:
     by_state = Family(
         "claim_boundaries",
         "gauge",
@@ -153,21 +174,31 @@ def _boundary_families(history: HistoryView, inventory: Inventory) -> list[Famil
         for state in BOUNDARY_STATES:
             by_state.set(0, boundary=boundary, state=state)
     seen: set[tuple[str, str]] = set()
-    for pod in _pods_with_claims(history):
-        if is_terminal(pod):
-            continue  # finished Pods' claims are the leak report's business
+    for pod in counted_pods(history):
         namespace, _ = ns_name(pod)
         node = str((pod.get("spec") or {}).get("nodeName") or "")
-        for lc in claim_lifecycles(history, pod, inventory=inventory):
-            key = (uid_of(pod), lc.uid or lc.name)
-            if key in seen:
+        states = states_of(pod) if states_of is not None else None
+        if states is None:
+            states = claim_states(lc.to_dict() for lc in claim_lifecycles(history, pod, inventory=inventory))
+        for key, boundaries, runtime_reason in states:
+            if (uid_of(pod), key) in seen:
                 continue
-            seen.add(key)
+            seen.add((uid_of(pod), key))
             for boundary in BOUNDARIES:
-                by_state.add(1, boundary=boundary, state=lc.boundaries[boundary].state)
-            if lc.boundaries["runtime"].reason == "runtime-injection-failed":
+                by_state.add(1, boundary=boundary, state=boundaries[boundary])
+            if runtime_reason == "runtime-injection-failed":
                 injection.add(1, namespace=namespace, node=node)
     return [by_state, injection]
+
+
+def counts_boundaries(pod: Object) -> bool:
+    """A live Pod whose claims the boundary families count: it has claims and has not finished
+    (finished Pods' claims are the leak report's business)."""
+    return bool((pod.get("spec") or {}).get("resourceClaims")) and not is_terminal(pod)
+
+
+def counted_pods(history: HistoryView) -> list[Object]:
+    return [p for p in _pods_with_claims(history) if counts_boundaries(p)]
 
 
 def _allocation_waits(history: HistoryView) -> list[float]:
@@ -240,7 +271,10 @@ def _leak_families(history: HistoryView, thresholds: Thresholds) -> list[Family]
     return [flagged, devices, hours]
 
 
-def families(history: HistoryView, thresholds: Thresholds | None = None) -> list[Family]:
+def families(
+    history: HistoryView, thresholds: Thresholds | None = None, states_of: StatesOf | None = None
+) -> list[Family]:
+    """Every family as of ``history.as_of``; ``states_of`` gives a Pod's claim states instead of judging it."""
     inventory = Inventory.of(history.state)
     as_of = Family("as_of_timestamp_seconds", "gauge", "Unix time of the snapshot these metrics describe.")
     as_of.set(history.as_of.timestamp())
@@ -256,7 +290,7 @@ def families(history: HistoryView, thresholds: Thresholds | None = None) -> list
         as_of,
         *_inventory_families(history, inventory),
         _claim_state_family(history),
-        *_boundary_families(history, inventory),
+        *_boundary_families(history, inventory, states_of),
         wait,
         prep,
         _preparation_failures(history),
@@ -264,9 +298,11 @@ def families(history: HistoryView, thresholds: Thresholds | None = None) -> list
     ]
 
 
-def render_metrics(history: HistoryView, thresholds: Thresholds | None = None) -> str:
+def render_metrics(
+    history: HistoryView, thresholds: Thresholds | None = None, states_of: StatesOf | None = None
+) -> str:
     """The exposition text; ends with a newline as the format requires."""
     lines: list[str] = []
-    for family in families(history, thresholds):
+    for family in families(history, thresholds, states_of):
         lines.extend(family.render())
     return "\n".join(lines) + "\n"

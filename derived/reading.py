@@ -1,0 +1,86 @@
+"""Reading the derived layer: explain documents and /metrics' claim states as stored rows.
+
+Each reader answers from the layer when it covers the asked snapshot and otherwise
+derives as before (history imported before the layer existed, a failed derivation),
+so callers never need to know which happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from django.db.models import Q
+
+from dashboard.access import known_namespaces
+from dashboard.domain.leaks import Thresholds
+from dashboard.domain.metrics import ClaimStates, render_metrics
+from dashboard.domain.state import Object, uid_of
+from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
+from dashboard.history import StoredHistory, namespaces_in_use, uids_named
+from derived.models import DerivedSnapshot, PodExplanation
+
+
+def covers(history: StoredHistory) -> bool:
+    return DerivedSnapshot.objects.filter(snapshot_id=history.snapshot_pk).exists()
+
+
+def _valid(history: StoredHistory) -> Any:
+    as_of = history.as_of
+    return PodExplanation.objects.filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
+    )
+
+
+def stored_explain(
+    history: StoredHistory, namespace: str, name: str, pod_uid: str | None = None
+) -> dict[str, Any] | None:
+    """``verdicts.explain`` read from stored rows; None when the layer cannot answer (derive it then).
+
+    Raises ``PodNotFound`` as explain does for a name or UID the history does not have.
+    """
+    if not covers(history):
+        return None
+    uids = uids_named(history.cluster, "Pod", namespace, name, history.as_of)
+    uid = pick_incarnation(uids, history.as_of, namespace, name, pod_uid)
+    docs = {
+        pod: orjson.loads(content)
+        for pod, content in _valid(history).filter(pod_uid__in=uids).values_list("pod_uid", "content")
+    }
+    if any(u not in docs for u in uids):
+        return None  # an incarnation gone before the layer began
+    incarnations = [incarnation_entry(u, docs[u]["pod"]["created"], docs[u]["pod"]["deleted"]) for u in uids]
+    return explain_document(history.as_of, incarnations, docs[uid])
+
+
+def explain_read(
+    history: StoredHistory, namespace: str, name: str, pod_uid: str | None = None
+) -> tuple[dict[str, Any], Callable[[], set[str]]]:
+    """The explain document, and how to list the namespaces its redaction hides from.
+
+    From the layer, the namespaces come from one query; derived on read, from the state the
+    derivation loaded anyway (what ``dashboard.access.redactor_for`` reads).
+    """
+    doc = stored_explain(history, namespace, name, pod_uid)
+    if doc is not None:
+        return doc, lambda: namespaces_in_use(history.cluster, history.as_of)
+    return explain(history, namespace, name, pod_uid=pod_uid), lambda: known_namespaces(history.state)
+
+
+def stored_claim_states(history: StoredHistory) -> dict[str, list[ClaimStates]] | None:
+    """The claim states of every counted Pod as of the history's snapshot, by Pod UID; None if not covered."""
+    if not covers(history):
+        return None
+    rows = _valid(history).filter(counted=True).values_list("pod_uid", "states")
+    return {pod: [tuple(s) for s in orjson.loads(states)] for pod, states in rows.iterator(2000)}
+
+
+def metrics_read(history: StoredHistory, thresholds: Thresholds) -> str:
+    """/metrics with the Pods' boundary states read from the layer when it covers the snapshot."""
+    states = stored_claim_states(history)
+
+    def states_of(pod: Object) -> list[ClaimStates] | None:
+        return None if states is None else states.get(uid_of(pod))
+
+    return render_metrics(history, thresholds, states_of)
