@@ -7,10 +7,25 @@ the first later snapshot whose derivation differs, so "as of T" is an index look
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 from django.db import models
 from django.db.models import Q
 
+import dashboard.domain
 from collector.models import Cluster, Snapshot
+
+
+def _domain_digest() -> str:
+    """The domain's source: documents derived by other code are not what this code would say."""
+    digest = hashlib.blake2b(digest_size=8)
+    for path in sorted(Path(dashboard.domain.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+DOMAIN_VERSION = _domain_digest()
 
 
 class DerivedSnapshot(models.Model):
@@ -24,6 +39,7 @@ class DerivedSnapshot(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="derived_snapshots")
     at = models.DateTimeField(help_text="The snapshot's time (copied: the coverage checks order by it).")
     full = models.BooleanField(default=False, help_text="Every live Pod was derived, not only what changed.")
+    version = models.CharField(max_length=16, help_text="DOMAIN_VERSION of the code that derived it.")
     pods_derived = models.PositiveIntegerField(default=0)
     rows_written = models.PositiveIntegerField(default=0)
 

@@ -19,11 +19,12 @@ from dashboard.domain.metrics import ClaimStates, render_metrics
 from dashboard.domain.state import Object, uid_of
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
-from derived.models import DerivedSnapshot, PodExplanation
+from derived.models import PodExplanation
+from derived.writer import covered
 
 
 def covers(history: StoredHistory) -> bool:
-    return DerivedSnapshot.objects.filter(snapshot_id=history.snapshot_pk).exists()
+    return covered(history.snapshot_pk)
 
 
 def _valid(history: StoredHistory) -> Any:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -39,7 +39,7 @@ from dashboard.domain.metrics import claim_states, counts_boundaries
 from dashboard.domain.state import ClusterState, HistoryView, Version
 from dashboard.domain.verdicts import explain_incarnation
 from dashboard.history import StoredHistory
-from derived.models import DerivedSnapshot, PodExplanation
+from derived.models import DOMAIN_VERSION, DerivedSnapshot, PodExplanation
 
 log = logging.getLogger("claimline.derived")
 
@@ -112,8 +112,10 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         # One derivation per cluster at a time: a collection's and a rebuild's would interleave rows.
         Cluster.objects.select_for_update().filter(pk=snapshot.cluster_id).first()
         done = DerivedSnapshot.objects.filter(snapshot=snapshot).first()
-        if done is not None:
+        if done is not None and done.version == DOMAIN_VERSION:
             return Derivation(snapshot.pk, done.full, done.pods_derived, 0)
+        if done is not None:
+            done.delete()  # derived by other domain code: derived again below
         if DerivedSnapshot.objects.filter(cluster_id=snapshot.cluster_id, at__gt=snapshot.at).exists():
             raise DerivationOrderError(
                 f"a snapshot after {snapshot.at.isoformat()} is derived already; rebuild-derived --since "
@@ -125,11 +127,13 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             .values_list("pk", flat=True)
             .first()
         )
-        full = previous is None or not DerivedSnapshot.objects.filter(snapshot_id=previous).exists()
+        full = previous is None or not covered(previous)
         history = _SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at))
         if full:
-            live = set(history.state.objects.get("Pod", {}))
-            pods = live | set(_open(snapshot.cluster_id).values_list("pod_uid", flat=True))
+            pods = set(history.state.objects.get("Pod", {}))
+            # Rows of Pods gone meanwhile may be stale (or judged by other code): they end here,
+            # and those Pods are read the old way from now on.
+            _open(snapshot.cluster_id).exclude(pod_uid__in=pods).update(valid_to=snapshot.at)
         elif snapshot.versions_written or snapshot.deletions:
             pods = affected_pods(snapshot)
         else:
@@ -137,6 +141,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         written = _write(snapshot, history, pods)
         DerivedSnapshot.objects.create(
             snapshot=snapshot,
+            version=DOMAIN_VERSION,
             cluster_id=snapshot.cluster_id,
             at=snapshot.at,
             full=full,
@@ -292,6 +297,35 @@ def _row(
     )
 
 
+Progress = Callable[[int, int, Snapshot, "Derivation | None"], None]
+
+
+def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress | None = None) -> int:
+    """Derive the cluster's stored snapshots (from ``since``) that this code has not derived; how many.
+
+    Resumable: snapshots derived already are skipped, up to the first that is not; from there on
+    everything is derived again in time order, since later rows were derived over that gap.
+    """
+    runs = Snapshot.objects.filter(cluster=cluster, status__in=USABLE).order_by("at")
+    if since is not None:
+        runs = runs.filter(at__gte=since)
+    done = set(
+        DerivedSnapshot.objects.filter(cluster=cluster, version=DOMAIN_VERSION).values_list("snapshot_id", flat=True)
+    )
+    todo: list[Snapshot] = []
+    for run in runs.iterator():
+        if todo or run.pk not in done:
+            todo.append(run)
+    if not todo:
+        return 0
+    forget_from(cluster, todo[0].at)
+    for i, run in enumerate(todo, 1):
+        result = derive_snapshot(run)
+        if progress is not None:
+            progress(i, len(todo), run, result)
+    return len(todo)
+
+
 def forget_from(cluster: Cluster, at: datetime) -> None:
     """Drop what was derived from snapshots at or after ``at`` (rebuild-derived recomputes it)."""
     with transaction.atomic():
@@ -302,6 +336,7 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
 
 
 def covered(snapshot_pk: int) -> bool:
-    return DerivedSnapshot.objects.filter(snapshot_id=snapshot_pk).exists()
+    """Derived, by this code: rows another version of the domain wrote are not its verdicts."""
+    return DerivedSnapshot.objects.filter(snapshot_id=snapshot_pk, version=DOMAIN_VERSION).exists()
 
 
