@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -18,15 +19,18 @@ def _json(doc: Any) -> Any:
     return orjson.loads(orjson.dumps(doc))
 
 
-def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True) -> int:
-    """Every Pod incarnation at every snapshot: the stored explain document equals explain's;
-    /metrics too. Returns how many documents were compared."""
+def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, since: datetime | None = None) -> int:
+    """Every Pod incarnation at every snapshot (from ``since``): the stored explain document equals
+    explain's; /metrics too. Returns how many documents were compared."""
     cluster = Cluster.objects.get(name=cluster_name)
     pods = sorted(
         set(ObjectVersion.objects.filter(cluster=cluster, kind="Pod").values_list("namespace", "name", "uid"))
     )
     compared = 0
-    for at in Snapshot.objects.filter(cluster=cluster, status="ok").order_by("at").values_list("at", flat=True):
+    runs = Snapshot.objects.filter(cluster=cluster, status="ok").order_by("at")
+    if since is not None:
+        runs = runs.filter(at__gte=since)
+    for at in runs.values_list("at", flat=True):
         history = StoredHistory(cluster, at)
         assert covers(history), f"snapshot at {at} is not derived"
         for namespace, name, uid in pods:

@@ -137,3 +137,21 @@ def test_a_snapshot_after_a_gap_derives_every_live_pod(tmp_path: Path, settings:
     assert covers(history)
     live = set(history.state.objects["Pod"])
     assert set(PodExplanation.objects.filter(valid_to__isnull=True).values_list("pod_uid", flat=True)) == live
+
+
+def test_pruning_drops_derived_documents_no_later_query_reads(tmp_path: Path) -> None:
+    """Rows that ended by the cutoff go; the rest still answer with explain's verdicts (their
+    timelines may keep entries of versions pruning removed, which on-read derivation loses)."""
+    from collector.retention import prune_history
+    from dashboard.domain.verdicts import explain
+
+    times = import_story(tmp_path)
+    cutoff = times[3] + timedelta(minutes=1)
+    assert PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
+    prune_history(Cluster.objects.get(name="demo"), cutoff)
+    assert not PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
+    history = StoredHistory(Cluster.objects.get(name="demo"))
+    for namespace, name in PodExplanation.objects.values_list("namespace", "name").distinct():
+        stored = stored_explain(history, namespace, name)
+        assert stored is not None
+        assert stored["verdict"] == explain(history, namespace, name)["verdict"], (namespace, name)
