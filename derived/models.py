@@ -106,3 +106,20 @@ class PodExplanation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} ({self.pod_uid}) from {self.valid_from.isoformat()}"
+
+
+class MetricsText(models.Model):
+    """/metrics as of a cluster's latest derived snapshot, rendered by the derivation.
+
+    Only the latest is kept: /metrics has no as-of, and the text (a line per device) is
+    megabytes at thousands of nodes. It is rendered for every snapshot, changed or not:
+    its timestamps, inventory ages and leak hours move with time alone.
+    """
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True, related_name="metrics_text")
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="+")
+    thresholds = models.TextField(help_text="JSON: the leak thresholds it was rendered with.")
+    text = models.TextField()
+
+    def __str__(self) -> str:
+        return f"metrics of {self.cluster_id} as of snapshot {self.snapshot_id}"

@@ -19,8 +19,8 @@ from dashboard.domain.metrics import ClaimStates, render_metrics
 from dashboard.domain.state import Object, uid_of
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
-from derived.models import PodExplanation
-from derived.writer import covered
+from derived.models import MetricsText, PodExplanation
+from derived.writer import claim_states_as_of, covered
 
 
 def covers(history: StoredHistory) -> bool:
@@ -71,14 +71,19 @@ def explain_read(
 
 def stored_claim_states(history: StoredHistory) -> dict[str, list[ClaimStates]] | None:
     """The claim states of every counted Pod as of the history's snapshot, by Pod UID; None if not covered."""
-    if not covers(history):
-        return None
-    rows = _valid(history).filter(counted=True).values_list("pod_uid", "states")
-    return {pod: [tuple(s) for s in orjson.loads(states)] for pod, states in rows.iterator(2000)}
+    return claim_states_as_of(history.cluster.pk, history.as_of) if covers(history) else None
 
 
 def metrics_read(history: StoredHistory, thresholds: Thresholds) -> str:
-    """/metrics with the Pods' boundary states read from the layer when it covers the snapshot."""
+    """/metrics: the text the derivation rendered for this snapshot, else rendered now (with the
+    Pods' boundary states from the layer when it covers the snapshot)."""
+    stored = (
+        MetricsText.objects.filter(cluster=history.cluster, snapshot_id=history.snapshot_pk)
+        .values_list("thresholds", "text")
+        .first()
+    )
+    if stored is not None and orjson.loads(stored[0]) == thresholds.as_dict() and covers(history):
+        return stored[1]
     states = stored_claim_states(history)
 
     def states_of(pod: Object) -> list[ClaimStates] | None:

@@ -31,15 +31,17 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.lifecycle import is_terminal
-from dashboard.domain.metrics import claim_states, counts_boundaries
-from dashboard.domain.state import ClusterState, HistoryView, Version
+from dashboard.domain.metrics import ClaimStates, claim_states, counts_boundaries, render_metrics
+from dashboard.domain.state import ClusterState, HistoryView, Version, uid_of
 from dashboard.domain.verdicts import explain_incarnation
 from dashboard.history import StoredHistory
-from derived.models import DOMAIN_VERSION, DerivedSnapshot, PodExplanation
+from dashboard.reading import leak_thresholds
+from derived.models import DOMAIN_VERSION, DerivedSnapshot, MetricsText, PodExplanation
 
 log = logging.getLogger("claimline.derived")
 
@@ -139,6 +141,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         else:
             pods = set()
         written = _write(snapshot, history, pods)
+        _render_metrics(snapshot, history)
         DerivedSnapshot.objects.create(
             snapshot=snapshot,
             version=DOMAIN_VERSION,
@@ -326,6 +329,25 @@ def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress 
     return len(todo)
 
 
+def claim_states_as_of(cluster_id: int, at: datetime) -> dict[str, list[ClaimStates]]:
+    """The claim states /metrics counts of every counted Pod valid at ``at``, by Pod UID."""
+    rows = PodExplanation.objects.filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=at), cluster_id=cluster_id, counted=True, valid_from__lte=at
+    ).values_list("pod_uid", "states")
+    return {pod: [tuple(s) for s in orjson.loads(states)] for pod, states in rows.iterator(BATCH)}
+
+
+def _render_metrics(snapshot: Snapshot, history: _SnapshotHistory) -> None:
+    """The cluster's /metrics as of the snapshot, Pods' claim states read from the rows just written."""
+    states = claim_states_as_of(snapshot.cluster_id, snapshot.at)
+    thresholds = leak_thresholds()
+    text = render_metrics(history, thresholds, lambda pod: states.get(uid_of(pod)))
+    MetricsText.objects.update_or_create(
+        cluster_id=snapshot.cluster_id,
+        defaults={"snapshot": snapshot, "thresholds": orjson.dumps(thresholds.as_dict()).decode(), "text": text},
+    )
+
+
 def forget_from(cluster: Cluster, at: datetime) -> None:
     """Drop what was derived from snapshots at or after ``at`` (rebuild-derived recomputes it)."""
     with transaction.atomic():
@@ -333,6 +355,7 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
         PodExplanation.objects.filter(cluster=cluster, valid_from__gte=at).delete()
         PodExplanation.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
+        MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
 
 
 def covered(snapshot_pk: int) -> bool:

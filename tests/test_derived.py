@@ -18,7 +18,7 @@ from dashboard.config import ClusterSource
 from dashboard.history import StoredHistory
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
-from derived.models import DerivedSnapshot, PodExplanation
+from derived.models import DerivedSnapshot, MetricsText, PodExplanation
 from derived.reading import covers, stored_explain
 from tests.clusters import T0, small_cluster
 from tests.derived_checks import assert_layer_matches_derivation
@@ -85,6 +85,20 @@ def test_pages_read_the_stored_document(demo_history: Any, admin_client: Client)
     assert api["verdict"]["message"] == "read from the derived layer"
     page = admin_client.get(f"/c/demo/pods/{POD[0]}/{POD[1]}/", secure=True)
     assert "read from the derived layer" in page.content.decode()
+    MetricsText.objects.update(text="# rendered by the derivation\n")
+    assert admin_client.get("/metrics", secure=True).content.decode() == "# rendered by the derivation\n"
+
+
+def test_metrics_are_rendered_for_every_snapshot_and_equal_on_read(tmp_path: Path) -> None:
+    dump = tmp_path / "cluster.json"
+    dump.write_bytes(b.dump_json(small_cluster()))
+    for minutes in (0, 1):  # the second is unchanged: only time moved
+        at = T0 + timedelta(minutes=minutes)
+        call_command("import-snapshot", str(dump), "--at", at.isoformat())
+        stored = MetricsText.objects.get()
+        assert stored.snapshot.at == at
+        assert f"claimline_as_of_timestamp_seconds {int(at.timestamp())}" in stored.text
+    assert assert_layer_matches_derivation("demo") > 0
 
 
 def test_history_from_before_the_layer_is_read_the_old_way_until_rebuilt(
