@@ -35,9 +35,10 @@ from django.db.models import Q
 
 from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.inventory import Inventory
+from dashboard.domain.leaks import CachedHistory
 from dashboard.domain.lifecycle import is_terminal
 from dashboard.domain.metrics import ClaimStates, claim_states, counts_boundaries, render_metrics
-from dashboard.domain.state import ClusterState, HistoryView, Version, uid_of
+from dashboard.domain.state import HistoryView, Version, uid_of
 from dashboard.domain.verdicts import explain_incarnation
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
@@ -55,31 +56,18 @@ class DerivationOrderError(ValueError):
     """A snapshot older than one already derived: the layer, like history, only moves forward."""
 
 
-class _SnapshotHistory:
+class _SnapshotHistory(CachedHistory):
     """The snapshot's history, sharing ``before`` views: every Pod deleted at one time is
     judged against the same earlier history (and its one inventory and event index)."""
 
     def __init__(self, history: HistoryView) -> None:
-        self._history = history
+        super().__init__(history)
         self._before: dict[datetime, HistoryView] = {}
         self._inventories: dict[int, tuple[HistoryView, Inventory]] = {}
 
-    @property
-    def as_of(self) -> datetime:
-        return self._history.as_of
-
-    @property
-    def state(self) -> ClusterState:
-        return self._history.state
-
     def versions(self, kind: str, uid: str) -> list[Version]:
+        # Not remembered: each Pod's judgement gets objects of its own, as from the database.
         return self._history.versions(kind, uid)
-
-    def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
-        return self._history.uids_named(kind, namespace, name)
-
-    def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
-        return self._history.all_versions(kind, since)
 
     def before(self, t: datetime) -> HistoryView:
         if t not in self._before:
