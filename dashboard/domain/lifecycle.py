@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dashboard.domain import extended_resources as ext
+from dashboard.domain.binding import PENDING_EVENT as BINDING_PENDING_EVENT
+from dashboard.domain.binding import binding_condition_types, binding_wait
 from dashboard.domain.inventory import (
     AllocatedDevice,
     Inventory,
@@ -38,7 +41,10 @@ from dashboard.domain.matching import (
     selector_cache,
     simulate,
 )
+from dashboard.domain.pod_claims import PodClaim, resolve_pod_claims
 from dashboard.domain.state import HistoryView, Object, Version, meta, ns_name, uid_of
+from dashboard.domain.state import spec_of as _spec
+from dashboard.domain.state import status_of as _status
 from dashboard.domain.timefmt import parse_time, rfc3339
 
 BOUNDARIES = ("inventory", "allocation", "preparation", "runtime")
@@ -71,23 +77,6 @@ class Boundary:
 
 
 @dataclass
-class PodClaim:
-    """One ``spec.resourceClaims`` entry of a Pod, and the ResourceClaim it resolves to."""
-
-    pod_claim_name: str
-    claim_name: str | None = None
-    template_name: str | None = None
-    claim: Object | None = None
-    problem: str | None = None  # claim-missing | template-missing
-    problem_message: str | None = None
-    gone_at: datetime | None = None  # set when ``claim`` is the last version before a deletion
-
-    @property
-    def uid(self) -> str | None:
-        return uid_of(self.claim) if self.claim else None
-
-
-@dataclass
 class ClaimLifecycle:
     pod_claim: PodClaim
     boundaries: dict[str, Boundary]
@@ -116,16 +105,6 @@ class ClaimLifecycle:
 
 
 # --- small readers ---------------------------------------------------------------------------------
-
-
-def _status(obj: Object) -> dict[str, Any]:
-    status = obj.get("status")
-    return status if isinstance(status, dict) else {}
-
-
-def _spec(obj: Object) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
 
 
 def pod_condition(pod: Object, type_: str) -> dict[str, Any] | None:
@@ -209,28 +188,6 @@ def is_terminal(pod: Object) -> bool:
     return _status(pod).get("phase") in TERMINAL_PHASES
 
 
-def last_known(history: HistoryView, kind: str, uid: str) -> tuple[Object | None, datetime | None]:
-    """The live object, or the last version before it was deleted (with the deletion time)."""
-    live = history.state.get(kind, uid)
-    if live is not None:
-        return live, None
-    gone_at = None
-    for version in reversed(history.versions(kind, uid)):
-        if version.obj is None:
-            gone_at = version.at
-        else:
-            return version.obj, gone_at
-    return None, gone_at
-
-
-def _last_named(history: HistoryView, kind: str, namespace: str, name: str) -> tuple[Object | None, datetime | None]:
-    for uid in reversed(history.uids_named(kind, namespace, name)):
-        obj, gone_at = last_known(history, kind, uid)
-        if obj is not None:
-            return obj, gone_at
-    return None, None
-
-
 # --- events ----------------------------------------------------------------------------------------
 
 
@@ -283,93 +240,6 @@ def related_events(history: HistoryView, pod: Object, claim_uids: Iterable[str] 
     candidates += index.by_pod_name.get(ns_name(pod), [])
     out = [event for last_seen, event in candidates if since is None or last_seen >= since]
     return sorted(out, key=lambda e: (time_key(event_first(e)), str(e.get("reason"))))
-
-
-# --- which claims a Pod uses -----------------------------------------------------------------------
-
-
-def resolve_pod_claims(history: HistoryView, pod: Object, use_history: bool = False) -> list[PodClaim]:
-    """Each ``spec.resourceClaims`` entry resolved to its ResourceClaim, or why it cannot be.
-
-    With ``use_history`` (a finished or deleted Pod), a claim that is gone now is
-    taken at its last stored version: the cluster deletes generated claims once
-    their Pod is done, and that is not a failure.
-    """
-    namespace = ns_name(pod)[0]
-    statuses = {s.get("name"): s for s in _status(pod).get("resourceClaimStatuses") or () if isinstance(s, dict)}
-    out = []
-    for entry in _spec(pod).get("resourceClaims") or ():
-        if not isinstance(entry, dict):
-            continue
-        pc = PodClaim(pod_claim_name=str(entry.get("name") or ""))
-        if entry.get("resourceClaimName"):
-            pc.claim_name = str(entry["resourceClaimName"])
-            _attach(history, pc, namespace, use_history)
-            if pc.claim is None:
-                pc.problem = "claim-missing"
-                pc.problem_message = (
-                    f"the Pod references ResourceClaim {namespace}/{pc.claim_name} (pod claim "
-                    f"{pc.pod_claim_name}), which does not exist"
-                )
-        elif entry.get("resourceClaimTemplateName"):
-            pc.template_name = str(entry["resourceClaimTemplateName"])
-            _resolve_generated(history, pod, pc, statuses.get(pc.pod_claim_name), use_history)
-        out.append(pc)
-    return out
-
-
-def _attach(history: HistoryView, pc: PodClaim, namespace: str, use_history: bool) -> None:
-    assert pc.claim_name is not None
-    pc.claim = history.state.find("ResourceClaim", namespace, pc.claim_name)
-    if pc.claim is None and use_history:
-        pc.claim, pc.gone_at = _last_named(history, "ResourceClaim", namespace, pc.claim_name)
-
-
-def _owned_claim(history: HistoryView, pod: Object, pod_claim_name: str) -> Object | None:
-    """A generated claim of this Pod found by owner and annotation (status not updated yet)."""
-    pod_uid = uid_of(pod)
-    for claim in history.state.of_kind("ResourceClaim"):
-        owners = meta(claim).get("ownerReferences") or ()
-        annotations = meta(claim).get("annotations") or {}
-        if any(o.get("uid") == pod_uid for o in owners) and (
-            annotations.get("resource.kubernetes.io/pod-claim-name") == pod_claim_name
-        ):
-            return claim
-    return None
-
-
-def _resolve_generated(
-    history: HistoryView, pod: Object, pc: PodClaim, status: Mapping[str, Any] | None, use_history: bool
-) -> None:
-    namespace = ns_name(pod)[0]
-    if status is not None and status.get("resourceClaimName"):
-        pc.claim_name = str(status["resourceClaimName"])
-        _attach(history, pc, namespace, use_history)
-    else:
-        pc.claim = _owned_claim(history, pod, pc.pod_claim_name)
-        if pc.claim is not None:
-            pc.claim_name = ns_name(pc.claim)[1]
-    if pc.claim is not None:
-        return
-    assert pc.template_name is not None
-    if history.state.find("ResourceClaimTemplate", namespace, pc.template_name) is None:
-        pc.problem = "template-missing"
-        pc.problem_message = (
-            f"the Pod's claim {pc.pod_claim_name} uses ResourceClaimTemplate "
-            f"{namespace}/{pc.template_name}, which does not exist"
-        )
-    elif pc.claim_name:
-        pc.problem = "claim-missing"
-        pc.problem_message = (
-            f"the Pod's claim {pc.pod_claim_name} resolves to ResourceClaim {namespace}/{pc.claim_name} "
-            f"(status.resourceClaimStatuses), which does not exist"
-        )
-    else:
-        pc.problem = "claim-missing"
-        pc.problem_message = (
-            f"no ResourceClaim was generated from template {namespace}/{pc.template_name} for the Pod's "
-            f"claim {pc.pod_claim_name} (status.resourceClaimStatuses names none)"
-        )
 
 
 # --- the four boundaries ---------------------------------------------------------------------------
@@ -442,6 +312,9 @@ def pod_lifecycle(
     lifecycles = [_start(ctx, pc) for pc in pod_claims]
     ctx.claims = lifecycles
     _judge_unallocated(ctx, lifecycles)
+    for lc in lifecycles:
+        if lc.pod_claim.extended is not None and lc.pod_claim.extended.planned:
+            _explain_planned(lc)
     for lc in lifecycles:
         if lc.pod_claim.claim is not None and is_allocated(lc.pod_claim.claim):
             lc.boundaries["preparation"] = preparation_boundary(ctx, lc)
@@ -589,6 +462,13 @@ def _allocation_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     if scheduled:
         evidence.append(_condition_evidence(scheduled))
     since = _allocated_since(ctx, claim)
+    # Unbound, the Pod may be held in PreBind by its devices' binding conditions (kubelet never saw it).
+    wait = None if ctx.node_name or ctx.settled else binding_wait(claim, lc.name, ctx.history.as_of)
+    if wait is not None:
+        evidence += wait.evidence + [_event_evidence(e) for e in ctx.events_with((BINDING_PENDING_EVENT,))]
+        return Boundary(
+            wait.state, since=wait.since or since, evidence=evidence, reason=wait.reason, message=wait.message
+        )
     pod_uid = uid_of(ctx.pod)
     if any(c.get("uid") == pod_uid for c in reserved) or ctx.node_name or ctx.settled:
         return Boundary(OK, since=since, evidence=evidence)
@@ -627,6 +507,19 @@ def _judge_unallocated(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> Non
             to_simulate.append(lc)
     if to_simulate:
         _simulate_allocation(ctx, lifecycles, to_simulate)
+
+
+def _explain_planned(lc: ClaimLifecycle) -> None:
+    """No claim exists yet: the verdict names the container requests the simulated claim stands for."""
+    extended = lc.pod_claim.extended
+    assert extended is not None
+    said = ext.asks_phrase(extended.asks)
+    for name in ("inventory", "allocation"):
+        boundary = lc.boundaries[name]
+        boundary.evidence = ext.asks_evidence(extended.asks) + boundary.evidence
+        if boundary.message:
+            detail = boundary.message.replace(f"claim {lc.name}", "the claim")
+            boundary.message = f"{said} is served by a claim the scheduler has not created yet: {detail}"
 
 
 def _scheduler_evidence(ctx: PodContext) -> list[dict[str, Any]]:
@@ -733,11 +626,14 @@ def _bypass_problem(ctx: PodContext, lc: ClaimLifecycle) -> str | None:
 
 
 def _pinned_nodes(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> list[str] | None:
-    """Nodes the Pod can still go to: where its allocated claims already are."""
+    """Nodes the Pod can still go to: where its allocated claims already are (and DRA serves its extended resources)."""
     nodes: set[str] | None = None
     for lc in lifecycles:
         if lc.devices and lc.node:
             nodes = {lc.node} if nodes is None else nodes & {lc.node}
+        extended = lc.pod_claim.extended
+        if extended is not None and extended.nodes is not None:
+            nodes = set(extended.nodes) if nodes is None else nodes & set(extended.nodes)
     return sorted(nodes) if nodes is not None else None
 
 
@@ -837,8 +733,12 @@ def _for_claim(events: list[Object], lc: ClaimLifecycle, siblings: Sequence[Clai
 
 
 def _device_condition_failures(claim: Object) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Conditions drivers report in ``status.devices[]``: (all as evidence, the failing ones)."""
+    """Conditions drivers report in ``status.devices[]``: (all as evidence, the failing ones).
+
+    Binding conditions are marked ``binding`` and never fail preparation: they gate the allocation boundary.
+    """
     evidence, failing = [], []
+    binding = binding_condition_types(claim)
     for dev in _status(claim).get("devices") or ():
         if not isinstance(dev, dict):
             continue
@@ -854,6 +754,9 @@ def _device_condition_failures(claim: Object) -> tuple[list[dict[str, Any]], lis
             }
             evidence.append(entry)
             ctype, status = str(cond.get("type") or ""), cond.get("status")
+            if (dev.get("driver"), dev.get("pool"), dev.get("device"), ctype) in binding:
+                entry["binding"] = True
+                continue
             negative = re.search(r"fail|error|unhealthy", ctype, re.IGNORECASE) is not None
             if (negative and status == "True") or (not negative and status == "False"):
                 failing.append(entry)
@@ -950,7 +853,10 @@ def _container_statuses(pod: Object) -> list[dict[str, Any]]:
     ]
 
 
-def _containers_using(pod: Object, pod_claim_name: str) -> set[str]:
+def _containers_using(pod: Object, pc: PodClaim) -> set[str]:
+    if pc.extended is not None:
+        return pc.extended.containers
+    pod_claim_name = pc.pod_claim_name
     spec = _spec(pod)
     names = set()
     for key in ("initContainers", "containers"):
@@ -961,8 +867,8 @@ def _containers_using(pod: Object, pod_claim_name: str) -> set[str]:
     return names
 
 
-def _relevant_statuses(pod: Object, pod_claim_name: str) -> list[dict[str, Any]]:
-    using = _containers_using(pod, pod_claim_name)
+def _relevant_statuses(pod: Object, pc: PodClaim) -> list[dict[str, Any]]:
+    using = _containers_using(pod, pc)
     statuses = _container_statuses(pod)
     chosen = [cs for cs in statuses if cs.get("name") in using]
     return chosen or statuses
@@ -999,7 +905,7 @@ def _unhealthy(cs: Mapping[str, Any], pod_claim_name: str) -> list[dict[str, Any
 
 
 def runtime_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
-    statuses = _relevant_statuses(ctx.pod, lc.pod_claim.pod_claim_name)
+    statuses = _relevant_statuses(ctx.pod, lc.pod_claim)
     evidence: list[dict[str, Any]] = []
     started: list[str] = []
     running_now = False
@@ -1096,12 +1002,12 @@ def _identity_evidence(ctx: PodContext, lc: ClaimLifecycle, statuses: list[dict[
     """
     if not ctx.observed_uuids:
         return []
-    names = {str(cs.get("name")) for cs in statuses} | _containers_using(ctx.pod, lc.pod_claim.pod_claim_name)
+    names = {str(cs.get("name")) for cs in statuses} | _containers_using(ctx.pod, lc.pod_claim)
     out = []
     for container, observed in sorted(ctx.observed_uuids.items()):
         if container not in names:
             continue
-        given = [o for o in ctx.claims if container in _containers_using(ctx.pod, o.pod_claim.pod_claim_name)]
+        given = [o for o in ctx.claims if container in _containers_using(ctx.pod, o.pod_claim)]
         expected = _uuids(ctx, given or [lc])
         out.append(
             {
@@ -1146,6 +1052,7 @@ _CONDITION_BOUNDARY = {
 _EVENT_BOUNDARY = {
     "FailedScheduling": "allocation",
     "Scheduled": "allocation",
+    BINDING_PENDING_EVENT: "allocation",
     "FailedPrepareDynamicResources": "preparation",
     "FailedPrepareResources": "preparation",
     "Failed": "runtime",
@@ -1297,7 +1204,7 @@ def _claim_entries(versions: list[Version], nodes: Sequence[NodeInfo]) -> list[d
             out.append(
                 _entry(
                     cond.get("lastTransitionTime"),
-                    "preparation",
+                    "allocation" if cond.get("binding") else "preparation",
                     f"device {cond.get('pool')}/{cond.get('device')} {cond.get('type')}={cond.get('status')}"
                     + (f" ({cond.get('reason')})" if cond.get("reason") else ""),
                     "ResourceClaim.status.devices[].conditions[].lastTransitionTime",

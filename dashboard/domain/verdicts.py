@@ -20,10 +20,10 @@ from dashboard.domain.lifecycle import (
     PENDING,
     ClaimLifecycle,
     is_terminal,
-    last_known,
     pod_lifecycle,
     timeline,
 )
+from dashboard.domain.pod_claims import last_known
 from dashboard.domain.state import HistoryView, Object, meta, ns_name
 from dashboard.domain.timefmt import rfc3339
 
