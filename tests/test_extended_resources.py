@@ -1,0 +1,219 @@
+"""Pods asking for a DeviceClass's extended resource (``nvidia.com/gpu: 2``) served by DRA, end to end.
+
+Each situation is a dump built with demo.builders, imported with ``import-snapshot``
+and explained with ``explain --json``; each has a healthy look-alike.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from django.core.management import call_command
+
+from collector.collect import collect
+from collector.fake_apiserver import FakeApiServer, FakeCluster
+from collector.models import ObjectVersion
+from dashboard.config import ClusterSource
+from demo import builders as b
+
+pytestmark = pytest.mark.django_db
+
+NS = "ml"
+NODE = "gpu-node-0"
+GPU = "nvidia.com/gpu"
+T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+CREATED = T0 - timedelta(days=30)
+POD_CREATED = T0 - timedelta(minutes=10)
+# Container main requests cpu, memory and nvidia.com/gpu: sorted, the GPU is its third request.
+REQUEST = "container-0-request-2"
+
+Obj = dict[str, Any]
+
+
+def base(gpus: int = 2, extended_gpus: int = 0) -> list[Obj]:
+    return [
+        b.namespace(NS, created=CREATED),
+        b.node(NODE, CREATED, heartbeat=T0, extended_gpus=extended_gpus),
+        b.device_class(created=CREATED, extended_resource_name=GPU),
+        b.resource_slice(NODE, b.gpu_devices(NODE, gpus), created=CREATED),
+    ]
+
+
+def gpu_pod(name: str = "trainer-0", resource: str = GPU, count: int = 2, **kwargs: Any) -> Obj:
+    return b.with_extended_resources(b.pod(NS, name, POD_CREATED, claims=(), **kwargs), {resource: count})
+
+
+def other_holder(device: str = "gpu-1") -> list[Obj]:
+    """Another Pod's claim holding one GPU of the node."""
+    other = b.pod(
+        NS, "other-0", CREATED, claims=[("gpu", {"claim": "other-gpu"})], node_name=NODE, phase="Running",
+        conditions=b.running_conditions(CREATED, CREATED), container_state=b.state_running(CREATED),
+    )
+    held = b.claim(NS, "other-gpu", [b.request()], CREATED, allocated=[("gpu", NODE, device)], reserved_for=[other])
+    return [other, held]
+
+
+def pending(pod_obj: Obj) -> Obj:
+    return {**pod_obj, "status": {**pod_obj["status"], "conditions": [b.unschedulable(POD_CREATED, "0/1 nodes are available")]}}
+
+
+def running_with_claim(devices: tuple[str, ...] = ("gpu-0", "gpu-1")) -> list[Obj]:
+    """The scheduler created and allocated the claim, bound the Pod, and its container runs."""
+    started = POD_CREATED + timedelta(minutes=1)
+    p = gpu_pod(
+        node_name=NODE, phase="Running", conditions=b.running_conditions(POD_CREATED, started),
+        container_state=b.state_running(started),
+    )
+    c = b.extended_resource_claim(
+        p, [b.request(REQUEST, count=len(devices))], POD_CREATED,
+        allocated=[(REQUEST, NODE, d) for d in devices], reserved_for=[p],
+    )
+    p = b.with_extended_resource_claim_status(p, c["metadata"]["name"], [("main", GPU, REQUEST)])
+    return [p, c]
+
+
+def explain(tmp_path: Path, objects: list[Obj], pod: str, capsys: pytest.CaptureFixture[str]) -> Any:
+    dump = tmp_path / "dump.json"
+    dump.write_bytes(b.dump_json(objects))
+    call_command("import-snapshot", str(dump), "--at", T0.isoformat())
+    capsys.readouterr()
+    call_command("explain", f"{NS}/{pod}", "--json")
+    return orjson.loads(capsys.readouterr().out)
+
+
+def test_pending_pod_with_too_few_gpus_is_insufficient_devices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = explain(tmp_path, [*base(gpus=1), pending(gpu_pod())], "trainer-0", capsys)
+    verdict = doc["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("allocation", "insufficient-devices"), verdict
+    assert "container main's nvidia.com/gpu: 2" in verdict["message"]
+    assert "DeviceClass gpu.nvidia.com" in verdict["message"]
+    assert "uses no resource claims" not in verdict["message"]
+    [claim] = doc["claims"]
+    assert claim["uid"] is None
+    asks = [e for e in claim["boundaries"]["allocation"]["evidence"] if e["kind"] == "ExtendedResourceRequest"]
+    assert asks == [
+        {"kind": "ExtendedResourceRequest", "container": "main", "resource": GPU, "quantity": 2,
+         "class": "gpu.nvidia.com", "request": REQUEST}
+    ]
+
+
+def test_pending_pod_whose_gpus_are_held_is_devices_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = explain(tmp_path, [*base(gpus=2), *other_holder(), pending(gpu_pod())], "trainer-0", capsys)
+    verdict = doc["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("allocation", "devices-in-use"), verdict
+    assert "container main's nvidia.com/gpu: 2" in verdict["message"]
+    assert f"{NS}/other-gpu" in verdict["message"]
+
+
+def test_implicit_class_resource_is_judged_the_same_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    implicit = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+    doc = explain(tmp_path, [*base(gpus=1), pending(gpu_pod(resource=implicit))], "trainer-0", capsys)
+    verdict = doc["verdict"]
+    assert verdict["reason"] == "insufficient-devices", verdict
+    # Sorted among cpu and memory, the implicit name is the container's second request.
+    assert f"container main's {implicit}: 2" in verdict["message"]
+    assert "request container-0-request-1" in verdict["message"]
+
+
+def test_pending_pod_that_fits_waits_for_the_scheduler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = explain(tmp_path, [*base(gpus=2), gpu_pod()], "trainer-0", capsys)
+    verdict = doc["verdict"]
+    assert verdict["reason"] == "waiting-for-scheduler", verdict
+    assert "container main's nvidia.com/gpu: 2" in verdict["message"]
+    assert "fit on gpu-node-0" in verdict["message"]
+
+
+def test_running_pod_with_scheduler_created_claim_is_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    objects = running_with_claim()
+    claim_name = objects[1]["metadata"]["name"]
+    doc = explain(tmp_path, [*base(gpus=2), *objects], "trainer-0", capsys)
+    verdict = doc["verdict"]
+    assert verdict["reason"] == "ok", verdict
+    assert "gpu-node-0/gpu-0, gpu-node-0/gpu-1" in verdict["message"]
+    [claim] = doc["claims"]
+    assert claim["name"] == claim_name
+    assert claim["uid"] == objects[1]["metadata"]["uid"]
+    running = [e for e in claim["boundaries"]["runtime"]["evidence"] if e["kind"] == "ContainerState"]
+    assert [e["container"] for e in running] == ["main"]
+
+
+def test_scheduler_created_claim_failing_preparation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scheduled_at = POD_CREATED + timedelta(seconds=5)
+    p = gpu_pod(node_name=NODE, conditions=b.stuck_conditions(scheduled_at, sandbox_ready=False))
+    c = b.extended_resource_claim(
+        p, [b.request(REQUEST, count=2)], POD_CREATED,
+        allocated=[(REQUEST, NODE, "gpu-0"), (REQUEST, NODE, "gpu-1")], reserved_for=[p],
+    )
+    name = c["metadata"]["name"]
+    p = b.with_extended_resource_claim_status(p, name, [("main", GPU, REQUEST)])
+    failure = b.event(
+        p, "FailedPrepareDynamicResources",
+        f"Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for "
+        f"ResourceClaim {name}: error preparing devices: GPU gpu-1 has an XID 79 error",
+        scheduled_at + timedelta(seconds=10), T0 - timedelta(minutes=1), count=12,
+    )
+    doc = explain(tmp_path, [*base(gpus=2), p, c, failure], "trainer-0", capsys)
+    verdict = doc["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("preparation", "preparation-failed"), verdict
+    assert f"claim {name}" in verdict["message"]
+    assert "XID 79" in verdict["message"]
+
+
+def test_pod_status_naming_a_missing_claim_is_claim_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = b.with_extended_resource_claim_status(gpu_pod(), "trainer-0-extended-resources-gone", [("main", GPU, REQUEST)])
+    doc = explain(tmp_path, [*base(gpus=2), p], "trainer-0", capsys)
+    verdict = doc["verdict"]
+    assert verdict["reason"] == "claim-missing", verdict
+    assert "trainer-0-extended-resources-gone" in verdict["message"]
+    assert "extendedResourceClaimStatus" in verdict["message"]
+
+
+def test_device_plugin_pod_is_not_a_dra_pod(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    started = POD_CREATED + timedelta(minutes=1)
+    p = gpu_pod(
+        node_name=NODE, phase="Running", conditions=b.running_conditions(POD_CREATED, started),
+        container_state=b.state_running(started),
+    )
+    doc = explain(tmp_path, [*base(gpus=2, extended_gpus=8), p], "trainer-0", capsys)
+    assert doc["verdict"]["reason"] == "ok"
+    assert doc["claims"] == []
+
+
+# --- collection -------------------------------------------------------------------------------------
+
+
+def test_collector_keeps_extended_resource_pods_their_claims_and_events(tmp_path: Path) -> None:
+    waiting = pending(gpu_pod("waiting-0"))
+    running, claim = running_with_claim()
+    objects = [
+        *base(gpus=4),
+        waiting,
+        running,
+        claim,
+        b.event(waiting, "FailedScheduling", "0/1 nodes are available", POD_CREATED, component="default-scheduler"),
+        b.event(running, "Started", "Started container main", T0 - timedelta(minutes=5), type="Normal"),
+        # Neither uses claims nor asks for a DRA-backed resource: left out, with its event.
+        web := b.pod(NS, "web-0", POD_CREATED, claims=(), node_name=NODE, phase="Running"),
+        b.event(web, "Started", "Started container main", T0 - timedelta(minutes=5), type="Normal"),
+    ]
+    server = FakeApiServer(FakeCluster([objects]))
+    server.start()
+    try:
+        server.write_kubeconfig(tmp_path / "kubeconfig")
+        source = ClusterSource("test", "kubeconfig", str(tmp_path / "kubeconfig"))
+        snapshot = collect(source, T0, lambda: T0)
+    finally:
+        server.stop()
+    assert snapshot.status == "ok", snapshot.error
+    stored = set(ObjectVersion.objects.filter(valid_to__isnull=True).values_list("kind", "name"))
+    pods = {name for kind, name in stored if kind == "Pod"}
+    assert pods == {"waiting-0", "trainer-0"}
+    assert ("ResourceClaim", claim["metadata"]["name"]) in stored
+    events = {name.split(".")[0] for kind, name in stored if kind == "Event"}
+    assert events == {"waiting-0", "trainer-0"}
