@@ -217,3 +217,30 @@ def test_collector_keeps_extended_resource_pods_their_claims_and_events(tmp_path
     assert ("ResourceClaim", claim["metadata"]["name"]) in stored
     events = {name.split(".")[0] for kind, name in stored if kind == "Event"}
     assert events == {"waiting-0", "trainer-0"}
+
+
+# --- audit ------------------------------------------------------------------------------------------
+
+
+def audit(tmp_path: Path, objects: list[Obj], capsys: pytest.CaptureFixture[str]) -> list[Obj]:
+    dump = tmp_path / "dump.json"
+    dump.write_bytes(b.dump_json(objects))
+    call_command("import-snapshot", str(dump), "--at", T0.isoformat())
+    capsys.readouterr()
+    call_command("audit", "--json")
+    return [w for w in orjson.loads(capsys.readouterr().out)["warnings"] if w["kind"] == "double-allocator"]
+
+
+def test_node_serving_nvidia_gpu_both_ways_is_a_double_allocator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    [warning] = audit(tmp_path, [*base(gpus=2, extended_gpus=2), *running_with_claim()], capsys)
+    assert warning["subject"] == NODE
+    assert "nvidia.com/gpu: 2 through a device plugin" in warning["message"]
+    assert "DeviceClass gpu.nvidia.com also serves nvidia.com/gpu through DRA" in warning["message"]
+
+
+def test_dra_only_node_serving_nvidia_gpu_is_no_double_allocator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert audit(tmp_path, [*base(gpus=2), *running_with_claim()], capsys) == []
