@@ -18,6 +18,8 @@ from collector.collect import collect
 from collector.fake_apiserver import FakeApiServer, FakeCluster
 from collector.models import ObjectVersion
 from dashboard.config import ClusterSource
+from dashboard.domain.metrics import render_metrics
+from dashboard.domain.state import MemoryHistory
 from demo import builders as b
 
 pytestmark = pytest.mark.django_db
@@ -244,3 +246,8 @@ def test_dra_only_node_serving_nvidia_gpu_is_no_double_allocator(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert audit(tmp_path, [*base(gpus=2), *running_with_claim()], capsys) == []
+
+
+def test_metrics_count_the_boundaries_of_extended_resource_pods() -> None:
+    history = MemoryHistory([(T0, [*base(gpus=1), pending(gpu_pod())])])
+    assert 'claimline_claim_boundaries{boundary="allocation",state="failed"} 1' in render_metrics(history)

@@ -137,13 +137,13 @@ def container_asks(pod: Object, classes: Mapping[str, str]) -> list[ContainerAsk
     return out
 
 
-def claimstatus_of(pod: Object) -> dict[str, Any] | None:
+def claim_status(pod: Object) -> dict[str, Any] | None:
     status = status_of(pod).get("extendedResourceClaimStatus")
     return status if isinstance(status, dict) else None
 
 
 def request_mappings(pod: Object) -> list[RequestMapping]:
-    status = claimstatus_of(pod) or {}
+    status = claim_status(pod) or {}
     mappings = status.get("requestMappings")
     return [
         RequestMapping(str(m.get("containerName") or ""), str(m.get("resourceName") or ""), str(m.get("requestName")))
@@ -152,7 +152,7 @@ def request_mappings(pod: Object) -> list[RequestMapping]:
 
 
 def claim_name(pod: Object) -> str | None:
-    name = (claimstatus_of(pod) or {}).get("resourceClaimName")
+    name = (claim_status(pod) or {}).get("resourceClaimName")
     return str(name) if name else None
 
 
