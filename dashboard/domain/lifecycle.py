@@ -24,7 +24,6 @@ from dashboard.domain.binding import binding_condition_types, binding_wait
 from dashboard.domain.inventory import (
     AllocatedDevice,
     Inventory,
-    NodeInfo,
     allocated_devices,
     allocation,
     allocation_node,
@@ -42,7 +41,7 @@ from dashboard.domain.matching import (
     simulate,
 )
 from dashboard.domain.pod_claims import PodClaim, resolve_pod_claims
-from dashboard.domain.state import HistoryView, Object, Version, meta, ns_name, uid_of
+from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.state import spec_of as _spec
 from dashboard.domain.state import status_of as _status
 from dashboard.domain.timefmt import parse_time, rfc3339
@@ -175,7 +174,7 @@ def time_key(value: str | None) -> datetime:
     return parse_time(value) or _NEVER
 
 
-def _quote(text: str | None) -> str:
+def quote(text: str | None) -> str:
     text = " ".join(str(text or "").split())
     return text if len(text) <= _MAX_QUOTE else text[: _MAX_QUOTE - 1] + "…"
 
@@ -425,7 +424,7 @@ def _inventory_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     return Boundary(OK, since=_earliest(created), evidence=evidence)
 
 
-def _reserved_for(claim: Object) -> list[dict[str, Any]]:
+def reserved_for(claim: Object) -> list[dict[str, Any]]:
     return [c for c in _status(claim).get("reservedFor") or () if isinstance(c, dict)]
 
 
@@ -447,7 +446,7 @@ def _allocated_since(ctx: PodContext, claim: Object) -> str | None:
 def _allocation_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     claim = lc.pod_claim.claim
     assert claim is not None
-    reserved = _reserved_for(claim)
+    reserved = reserved_for(claim)
     evidence = _allocation_evidence(ctx, lc)
     if reserved:
         evidence.append(
@@ -473,7 +472,7 @@ def _allocation_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     if any(c.get("uid") == pod_uid for c in reserved) or ctx.node_name or ctx.settled:
         return Boundary(OK, since=since, evidence=evidence)
     where = ", ".join(d.device for d in lc.devices) + (f" on {lc.node}" if lc.node else "")
-    said = f": {_quote(scheduled.get('message'))}" if scheduled and scheduled.get("message") else ""
+    said = f": {quote(scheduled.get('message'))}" if scheduled and scheduled.get("message") else ""
     return Boundary(
         PENDING,
         since=since,
@@ -700,9 +699,9 @@ def _waiting_message(ctx: PodContext, lc: ClaimLifecycle, sim: Simulation) -> st
         ev = failures[-1]
         count = event_count(ev)
         times = f"{count} times since" if count > 1 else "at"
-        said = f'; the scheduler reported "{_quote(ev.get("message"))}" {times} {_short_time(event_first(ev))}'
+        said = f'; the scheduler reported "{quote(ev.get("message"))}" {times} {_short_time(event_first(ev))}'
     elif cond and cond.get("status") == "False" and cond.get("message"):
-        said = f'; the scheduler reported "{_quote(cond.get("message"))}"'
+        said = f'; the scheduler reported "{quote(cond.get("message"))}"'
     else:
         said = "; the scheduler has not reported on the Pod yet"
     return f"claim {lc.name} is not allocated yet{where}{said}"
@@ -732,7 +731,7 @@ def _for_claim(events: list[Object], lc: ClaimLifecycle, siblings: Sequence[Clai
     return [e for e in events if _about(str(e.get("message") or ""), lc, siblings)]
 
 
-def _device_condition_failures(claim: Object) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def device_conditions(claim: Object) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Conditions drivers report in ``status.devices[]``: (all as evidence, the failing ones).
 
     Binding conditions are marked ``binding`` and never fail preparation: they gate the allocation boundary.
@@ -766,7 +765,7 @@ def _device_condition_failures(claim: Object) -> tuple[list[dict[str, Any]], lis
 def _containers_started(pod: Object) -> list[str]:
     """startedAt of every container run that started (running now, or finished after starting)."""
     out = []
-    for cs in _container_statuses(pod):
+    for cs in container_statuses(pod):
         for state in (cs.get("state") or {}, cs.get("lastState") or {}):
             if "running" in state and (state["running"] or {}).get("startedAt"):
                 out.append(state["running"]["startedAt"])
@@ -780,7 +779,7 @@ def preparation_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     claim = lc.pod_claim.claim
     assert claim is not None
     failures = _for_claim(ctx.events_with(PREPARE_FAILURE_REASONS), lc, ctx.claims)
-    cond_evidence, cond_failures = _device_condition_failures(claim)
+    cond_evidence, cond_failures = device_conditions(claim)
     ready = pod_condition(ctx.pod, "PodReadyToStartContainers")
     started = _containers_started(ctx.pod)
     evidence = [_event_evidence(e) for e in failures] + cond_evidence
@@ -788,7 +787,7 @@ def preparation_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
         evidence.append(_condition_evidence(ready))
     last_failure = max((event_last(e) for e in failures), key=time_key, default=None)
     ready_at = ready.get("lastTransitionTime") if ready and ready.get("status") == "True" else None
-    if ctx.phase == "Succeeded" or any("running" in (cs.get("state") or {}) for cs in _container_statuses(ctx.pod)):
+    if ctx.phase == "Succeeded" or any("running" in (cs.get("state") or {}) for cs in container_statuses(ctx.pod)):
         return Boundary(OK, since=ready_at or _earliest(started), evidence=evidence)
     if ready_at and not _later(last_failure, ready_at) and not cond_failures:
         return Boundary(OK, since=ready_at, evidence=evidence)
@@ -827,14 +826,14 @@ def _preparation_failed(
             if count == 1
             else f"between {_short_time(first)} and {_short_time(event_last(ev))}"
         )
-        message = f"kubelet on {node} failed to prepare claim {lc.name} {times} {span}: {_quote(ev.get('message'))}"
+        message = f"kubelet on {node} failed to prepare claim {lc.name} {times} {span}: {quote(ev.get('message'))}"
         since = first
     else:
         cond = cond_failures[0]
         message = (
             f"driver {cond.get('driver')} reports device {cond.get('pool')}/{cond.get('device')} of claim "
             f"{lc.name} {cond.get('type')}={cond.get('status')}"
-            + (f" ({cond.get('reason')}: {_quote(cond.get('message'))})" if cond.get("reason") else "")
+            + (f" ({cond.get('reason')}: {quote(cond.get('message'))})" if cond.get("reason") else "")
         )
         since = cond.get("lastTransitionTime")
     return Boundary(FAILED, since=since, evidence=evidence, reason="preparation-failed", message=message)
@@ -843,7 +842,7 @@ def _preparation_failed(
 # -- runtime --
 
 
-def _container_statuses(pod: Object) -> list[dict[str, Any]]:
+def container_statuses(pod: Object) -> list[dict[str, Any]]:
     status = _status(pod)
     return [
         cs
@@ -869,7 +868,7 @@ def _containers_using(pod: Object, pc: PodClaim) -> set[str]:
 
 def _relevant_statuses(pod: Object, pc: PodClaim) -> list[dict[str, Any]]:
     using = _containers_using(pod, pc)
-    statuses = _container_statuses(pod)
+    statuses = container_statuses(pod)
     chosen = [cs for cs in statuses if cs.get("name") in using]
     return chosen or statuses
 
@@ -976,7 +975,7 @@ def runtime_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
             reason="runtime-injection-failed",
             message=(
                 f"{who} cannot be created on {ctx.node_name or lc.node or 'its node'} with "
-                f"claim {lc.name}'s devices ({reason}): {_quote(text)}"
+                f"claim {lc.name}'s devices ({reason}): {quote(text)}"
             ),
         )
     if started or ctx.phase == "Succeeded":
@@ -989,7 +988,7 @@ def _runtime_waiting(statuses: list[dict[str, Any]]) -> str | None:
     for cs in statuses:
         waiting = (cs.get("state") or {}).get("waiting") or {}
         if waiting.get("reason"):
-            detail = f": {_quote(waiting.get('message'))}" if waiting.get("message") else ""
+            detail = f": {quote(waiting.get('message'))}" if waiting.get("message") else ""
             return f"container {cs.get('name')} is waiting ({waiting['reason']}){detail}"
     return None
 
@@ -1029,248 +1028,3 @@ def _uuids(ctx: PodContext, lifecycles: Iterable[ClaimLifecycle]) -> list[str]:
             if advertised is not None and advertised.uuid:
                 out.append(advertised.uuid)
     return out
-
-
-# --- the timeline ----------------------------------------------------------------------------------
-
-
-def _entry(
-    at: str | datetime | None, boundary: str | None, what: str, source: str, claim: str | None = None
-) -> dict[str, Any] | None:
-    when = rfc3339(at) if isinstance(at, datetime) else (str(at) if at else None)
-    if when is None:
-        return None
-    return {"at": when, "boundary": boundary, "claim": claim, "what": what, "source": source}
-
-
-_CONDITION_BOUNDARY = {
-    "PodScheduled": "allocation",
-    "PodReadyToStartContainers": "preparation",
-    "ContainersReady": "runtime",
-    "Ready": "runtime",
-}
-_EVENT_BOUNDARY = {
-    "FailedScheduling": "allocation",
-    "Scheduled": "allocation",
-    BINDING_PENDING_EVENT: "allocation",
-    "FailedPrepareDynamicResources": "preparation",
-    "FailedPrepareResources": "preparation",
-    "Failed": "runtime",
-    "Started": "runtime",
-    "Created": "runtime",
-    "BackOff": "runtime",
-}
-
-
-def _pod_entries(versions: list[Version]) -> list[dict[str, Any] | None]:
-    out: list[dict[str, Any] | None] = []
-    seen: set[tuple[Any, ...]] = set()
-    created_done = False
-    for version in versions:
-        pod = version.obj
-        if pod is None:
-            out.append(_entry(version.at, None, "Pod deleted", "snapshot"))
-            continue
-        if not created_done:
-            out.append(
-                _entry(meta(pod).get("creationTimestamp"), None, "Pod created", "Pod.metadata.creationTimestamp")
-            )
-            created_done = True
-        for cond in _status(pod).get("conditions") or ():
-            ctype = cond.get("type")
-            if ctype not in _CONDITION_BOUNDARY:
-                continue
-            key = ("cond", ctype, cond.get("status"), cond.get("lastTransitionTime"))
-            if key in seen:
-                continue
-            seen.add(key)
-            text = f"{ctype}={cond.get('status')}" + (f" ({cond['reason']})" if cond.get("reason") else "")
-            if cond.get("message"):
-                text += f": {_quote(cond['message'])}"
-            out.append(
-                _entry(
-                    cond.get("lastTransitionTime"),
-                    _CONDITION_BOUNDARY[ctype],
-                    text,
-                    f"Pod.status.conditions[{ctype}].lastTransitionTime",
-                )
-            )
-        for cs in _container_statuses(pod):
-            out += _container_entries(cs, version.at, seen)
-        if meta(pod).get("deletionTimestamp") and ("del",) not in seen:
-            seen.add(("del",))
-            out.append(
-                _entry(meta(pod)["deletionTimestamp"], None, "Pod deletion requested", "Pod.metadata.deletionTimestamp")
-            )
-    return out
-
-
-def _container_entries(cs: Mapping[str, Any], at: datetime, seen: set[tuple[Any, ...]]) -> list[dict[str, Any] | None]:
-    name = cs.get("name")
-    out: list[dict[str, Any] | None] = []
-    for state in (cs.get("lastState") or {}, cs.get("state") or {}):
-        running = state.get("running") or {}
-        if running.get("startedAt") and ("run", name, running["startedAt"]) not in seen:
-            seen.add(("run", name, running["startedAt"]))
-            out.append(
-                _entry(
-                    running["startedAt"],
-                    "runtime",
-                    f"container {name} started",
-                    f"Pod.status.containerStatuses[{name}].state.running.startedAt",
-                )
-            )
-        term = state.get("terminated") or {}
-        if term.get("finishedAt") and ("term", name, term["finishedAt"]) not in seen:
-            seen.add(("term", name, term["finishedAt"]))
-            if term.get("startedAt") and ("run", name, term["startedAt"]) not in seen:
-                seen.add(("run", name, term["startedAt"]))
-                out.append(
-                    _entry(
-                        term["startedAt"],
-                        "runtime",
-                        f"container {name} started",
-                        f"Pod.status.containerStatuses[{name}].state.terminated.startedAt",
-                    )
-                )
-            out.append(
-                _entry(
-                    term["finishedAt"],
-                    "runtime",
-                    f"container {name} terminated ({term.get('reason')}, exit {term.get('exitCode')})",
-                    f"Pod.status.containerStatuses[{name}].state.terminated.finishedAt",
-                )
-            )
-    waiting = (cs.get("state") or {}).get("waiting") or {}
-    if waiting.get("reason") and ("wait", name, waiting["reason"], waiting.get("message")) not in seen:
-        seen.add(("wait", name, waiting["reason"], waiting.get("message")))
-        detail = f": {_quote(waiting['message'])}" if waiting.get("message") else ""
-        # The API records no time for a waiting reason: the snapshot that first saw it is the best we have.
-        out.append(_entry(at, "runtime", f"container {name} waiting ({waiting['reason']}){detail}", "snapshot"))
-    return out
-
-
-def _claim_entries(versions: list[Version], nodes: Sequence[NodeInfo]) -> list[dict[str, Any] | None]:
-    out: list[dict[str, Any] | None] = []
-    was_allocated = False
-    reserved_before: tuple[str, ...] = ()
-    seen: set[tuple[Any, ...]] = set()
-    known = next((v.obj for v in versions if v.obj is not None), None)
-    claim_uid, claim_name = (uid_of(known), ns_name(known)[1]) if known else (None, "")
-    for i, version in enumerate(versions):
-        claim = version.obj
-        if claim is None:
-            out.append(_entry(version.at, None, f"claim {claim_name} deleted", "snapshot", claim_uid))
-            was_allocated = False
-            continue
-        uid, name = uid_of(claim), ns_name(claim)[1]
-        if i == 0 or versions[i - 1].obj is None:
-            out.append(
-                _entry(
-                    meta(claim).get("creationTimestamp"),
-                    "allocation",
-                    f"claim {name} created",
-                    "ResourceClaim.metadata.creationTimestamp",
-                    uid,
-                )
-            )
-        if is_allocated(claim) and not was_allocated:
-            devices = allocated_devices(claim, nodes)
-            node = devices[0].node if devices else None
-            what = f"claim {name} allocated " + ", ".join(f"{d.pool}/{d.device}" for d in devices)
-            what += f" on {node}" if node else ""
-            stamp = (allocation(claim) or {}).get("allocationTimestamp")
-            if stamp:
-                out.append(
-                    _entry(stamp, "allocation", what, "ResourceClaim.status.allocation.allocationTimestamp", uid)
-                )
-            else:
-                out.append(_entry(version.at, "allocation", what, "snapshot", uid))
-        elif was_allocated and not is_allocated(claim):
-            out.append(_entry(version.at, "allocation", f"claim {name} deallocated", "snapshot", uid))
-        was_allocated = is_allocated(claim)
-        reserved = tuple(str(c.get("name")) for c in _reserved_for(claim))
-        if reserved != reserved_before:
-            what = f"claim {name} reserved for {', '.join(reserved)}" if reserved else f"claim {name} unreserved"
-            if i == 0:
-                what += " (when first seen)"  # the API keeps no reservation time
-            out.append(_entry(version.at, "allocation", what, "snapshot", uid))
-            reserved_before = reserved
-        for cond in _device_condition_failures(claim)[0]:
-            key = (cond.get("device"), cond.get("type"), cond.get("status"), cond.get("lastTransitionTime"))
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(
-                _entry(
-                    cond.get("lastTransitionTime"),
-                    "allocation" if cond.get("binding") else "preparation",
-                    f"device {cond.get('pool')}/{cond.get('device')} {cond.get('type')}={cond.get('status')}"
-                    + (f" ({cond.get('reason')})" if cond.get("reason") else ""),
-                    "ResourceClaim.status.devices[].conditions[].lastTransitionTime",
-                    uid,
-                )
-            )
-        if meta(claim).get("deletionTimestamp") and ("del",) not in seen:
-            seen.add(("del",))
-            out.append(
-                _entry(
-                    meta(claim)["deletionTimestamp"],
-                    None,
-                    f"claim {name} deletion requested",
-                    "ResourceClaim.metadata.deletionTimestamp",
-                    uid,
-                )
-            )
-    return out
-
-
-def _event_entries(ev: Object) -> list[dict[str, Any] | None]:
-    reason = str(ev.get("reason") or "")
-    boundary = _EVENT_BOUNDARY.get(reason)
-    text = f"{reason}: {_quote(ev.get('message'))}"
-    count = event_count(ev)
-    involved = ev.get("involvedObject") or {}
-    claim = involved.get("uid") if involved.get("kind") == "ResourceClaim" else None
-    first_source = "Event.firstTimestamp" if ev.get("firstTimestamp") else "Event.eventTime"
-    out = [_entry(event_first(ev), boundary, text, first_source, claim)]
-    if count > 1 and event_last(ev) != event_first(ev):
-        out.append(
-            _entry(event_last(ev), boundary, f"{reason} again (seen {count} times)", "Event.lastTimestamp", claim)
-        )
-    return out
-
-
-def timeline(
-    history: HistoryView,
-    pod: Object,
-    lifecycles: Sequence[ClaimLifecycle],
-    events: Sequence[Object] | None = None,
-    nodes: Sequence[NodeInfo] | None = None,
-) -> list[dict[str, Any]]:
-    """Transitions of the Pod incarnation, its claims and their events, oldest first."""
-    if nodes is None:
-        nodes = Inventory.of(history.state).nodes
-    # Claims first, then the Pod, then events: within one second and one boundary that is
-    # the causal order (allocated, then PodScheduled, then the Scheduled event).
-    entries: list[dict[str, Any] | None] = []
-    for lc in lifecycles:
-        if lc.uid:
-            versions = history.versions("ResourceClaim", lc.uid)
-            if not versions and lc.pod_claim.claim is not None:
-                versions = [Version(history.as_of, lc.pod_claim.claim)]
-            entries += _claim_entries(versions, nodes)
-    entries += _pod_entries(history.versions("Pod", uid_of(pod)) or [Version(history.as_of, pod)])
-    claim_uids = [lc.uid for lc in lifecycles if lc.uid]
-    for ev in events if events is not None else related_events(history, pod, claim_uids):
-        entries += _event_entries(ev)
-    unique: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for e in entries:
-        if e is not None:
-            unique.setdefault((e["at"], e["what"], e["source"]), e)
-    ordered = list(unique.values())
-    position = {id(e): i for i, e in enumerate(ordered)}
-    return sorted(ordered, key=lambda e: (time_key(e["at"]), _BOUNDARY_RANK.get(e["boundary"], 0), position[id(e)]))
-
-
-_BOUNDARY_RANK = {None: 0, "inventory": 1, "allocation": 2, "preparation": 3, "runtime": 4}

@@ -21,11 +21,11 @@ from dashboard.domain.lifecycle import (
     ClaimLifecycle,
     is_terminal,
     pod_lifecycle,
-    timeline,
 )
 from dashboard.domain.pod_claims import last_known
 from dashboard.domain.state import HistoryView, Object, meta, ns_name
 from dashboard.domain.timefmt import rfc3339
+from dashboard.domain.timeline import timeline
 
 
 class PodNotFound(LookupError):
