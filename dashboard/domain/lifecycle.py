@@ -1,28 +1,50 @@
-"""A Pod's claims across the four boundaries, and the timeline that led there.
+"""A Pod's claims across the four boundaries: inventory, allocation and preparation here, runtime in ``runtime``.
 
 Each boundary is judged on its own evidence: an allocated claim says nothing
 about preparation, a running container nothing about which GPU it sees. Times
-come from the objects' own timestamps; a snapshot time is used only where the
-API records none (a waiting reason, a deletion), and every timeline entry says
-which one it used.
+come from the objects' own timestamps (``timeline`` lays them out); a snapshot
+time is used only where the API records none.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import re
-import weakref
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from dashboard.domain import extended_resources as ext
 from dashboard.domain.binding import PENDING_EVENT as BINDING_PENDING_EVENT
 from dashboard.domain.binding import binding_condition_types, binding_wait
+from dashboard.domain.boundaries import (
+    FAILED,
+    OK,
+    PENDING,
+    PREPARE_FAILURE_REASONS,
+    UNKNOWN,
+    Boundary,
+    ClaimLifecycle,
+    PodContext,
+    condition_evidence,
+    container_statuses,
+    containers_started,
+    earliest,
+    event_count,
+    event_evidence,
+    event_first,
+    event_last,
+    events_for_claim,
+    is_terminal,
+    later,
+    pod_condition,
+    quote,
+    related_events,
+    short_time,
+    time_key,
+)
 from dashboard.domain.inventory import (
-    AllocatedDevice,
     Inventory,
     allocated_devices,
     allocation,
@@ -30,7 +52,6 @@ from dashboard.domain.inventory import (
     is_allocated,
 )
 from dashboard.domain.matching import (
-    SelectorCache,
     Simulation,
     claim_requests,
     class_drivers,
@@ -41,238 +62,15 @@ from dashboard.domain.matching import (
     simulate,
 )
 from dashboard.domain.pod_claims import PodClaim, resolve_pod_claims
+from dashboard.domain.runtime import runtime_boundary
 from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
-from dashboard.domain.state import spec_of as _spec
 from dashboard.domain.state import status_of as _status
-from dashboard.domain.timefmt import parse_time, rfc3339
+from dashboard.domain.timefmt import rfc3339
 
-BOUNDARIES = ("inventory", "allocation", "preparation", "runtime")
-OK, PENDING, FAILED, UNKNOWN = "ok", "pending", "failed", "unknown"
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
-PREPARE_FAILURE_REASONS = ("FailedPrepareDynamicResources", "FailedPrepareResources")
-RUNTIME_ERROR_REASONS = ("CreateContainerError", "RunContainerError", "StartError", "ContainerCannotRun")
-# Kubelet/containerd messages about device injection mention one of these.
-_DEVICE_WORDS = re.compile(r"\bcdi\b|device|nvidia|gpu|resourceclaim|claim=", re.IGNORECASE)
 _MAX_DEVICE_EVIDENCE = 64
-_MAX_QUOTE = 400
-
-
-@dataclass
-class Boundary:
-    state: str
-    since: str | None = None
-    evidence: list[dict[str, Any]] = field(default_factory=list)
-    reason: str | None = None  # a DESIGN.md reason code when the boundary blocks
-    message: str | None = None  # one sentence naming the evidence
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": self.state, "since": self.since, "evidence": self.evidence}
-        if self.reason:
-            out["reason"] = self.reason
-        if self.message:
-            out["message"] = self.message
-        return out
-
-
-@dataclass
-class ClaimLifecycle:
-    pod_claim: PodClaim
-    boundaries: dict[str, Boundary]
-    devices: list[AllocatedDevice] = field(default_factory=list)
-    node: str | None = None
-
-    @property
-    def uid(self) -> str | None:
-        return self.pod_claim.uid
-
-    @property
-    def name(self) -> str:
-        return self.pod_claim.claim_name or self.pod_claim.pod_claim_name
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "uid": self.uid,
-            "name": self.name,
-            "pod_claim": self.pod_claim.pod_claim_name,
-            "node": self.node,
-            "devices": [
-                {"request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device} for d in self.devices
-            ],
-            "boundaries": {name: self.boundaries[name].to_dict() for name in BOUNDARIES},
-        }
-
-
-# --- small readers ---------------------------------------------------------------------------------
-
-
-def pod_condition(pod: Object, type_: str) -> dict[str, Any] | None:
-    for cond in _status(pod).get("conditions") or ():
-        if isinstance(cond, dict) and cond.get("type") == type_:
-            return cond
-    return None
-
-
-def _condition_evidence(cond: Mapping[str, Any]) -> dict[str, Any]:
-    out = {"kind": "Condition", "type": cond.get("type"), "status": cond.get("status")}
-    for key in ("reason", "message", "lastTransitionTime"):
-        if cond.get(key):
-            out[key] = cond[key]
-    return out
-
-
-def event_first(ev: Object) -> str | None:
-    return ev.get("firstTimestamp") or ev.get("eventTime") or meta(ev).get("creationTimestamp")
-
-
-def _series(ev: Object) -> dict[str, Any]:
-    series = ev.get("series")
-    return series if isinstance(series, dict) else {}
-
-
-def event_last(ev: Object) -> str | None:
-    series = _series(ev)
-    return ev.get("lastTimestamp") or series.get("lastObservedTime") or event_first(ev)
-
-
-def event_count(ev: Object) -> int:
-    series = _series(ev)
-    try:
-        return int(ev.get("count") or series.get("count") or 1)
-    except (TypeError, ValueError):
-        return 1
-
-
-def _event_evidence(ev: Object) -> dict[str, Any]:
-    return {
-        "kind": "Event",
-        "reason": ev.get("reason"),
-        "message": ev.get("message"),
-        "count": event_count(ev),
-        "first": event_first(ev),
-        "last": event_last(ev),
-    }
-
-
-def _later(a: str | None, b: str | None) -> bool:
-    """Whether time ``a`` is strictly after ``b`` (unknown times never are)."""
-    ta, tb = parse_time(a), parse_time(b)
-    return ta is not None and tb is not None and ta > tb
-
-
-def _earliest(times: Iterable[str | None]) -> str | None:
-    parsed = [(parse_time(t), t) for t in times if t]
-    valid = [(p, t) for p, t in parsed if p is not None]
-    return min(valid)[1] if valid else None
-
-
-_NEVER = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def time_key(value: str | None) -> datetime:
-    """For sorting: unknown times first."""
-    return parse_time(value) or _NEVER
-
-
-def quote(text: str | None) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= _MAX_QUOTE else text[: _MAX_QUOTE - 1] + "…"
-
-
-def _short_time(value: str | None) -> str:
-    return value or "an unknown time"
-
-
-def is_terminal(pod: Object) -> bool:
-    return _status(pod).get("phase") in TERMINAL_PHASES
-
-
-# --- events ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class _EventIndex:
-    """Every event's newest stored content, by the UID (or Pod name) it is about."""
-
-    by_uid: dict[str, list[tuple[datetime, Object]]] = field(default_factory=dict)
-    by_pod_name: dict[tuple[str, str], list[tuple[datetime, Object]]] = field(default_factory=dict)
-
-
-# One index per history object: a report over thousands of Pods would otherwise reload every
-# event once per Pod. Histories are immutable views as of one time, so the index stays valid.
-_EVENT_INDEXES: weakref.WeakKeyDictionary[Any, _EventIndex] = weakref.WeakKeyDictionary()
-
-
-def _event_index(history: HistoryView) -> _EventIndex:
-    index = _EVENT_INDEXES.get(history)
-    if index is not None:
-        return index
-    index = _EventIndex()
-    for versions in history.all_versions("Event").values():
-        latest = next((v for v in reversed(versions) if v.obj is not None), None)
-        if latest is None or latest.obj is None:
-            continue
-        # When the event was last valid: a deletion after it, or still live.
-        last_seen = versions[-1].at if versions[-1].obj is None else history.as_of
-        event = latest.obj
-        involved = event.get("involvedObject") or event.get("regarding") or {}
-        if not isinstance(involved, dict):
-            continue
-        if involved.get("uid"):
-            index.by_uid.setdefault(str(involved["uid"]), []).append((last_seen, event))
-        elif involved.get("kind") == "Pod":
-            key = (str(involved.get("namespace") or ""), str(involved.get("name") or ""))
-            index.by_pod_name.setdefault(key, []).append((last_seen, event))
-    with contextlib.suppress(TypeError):  # a history that cannot be weakly referenced is not cached
-        _EVENT_INDEXES[history] = index
-    return index
-
-
-def related_events(history: HistoryView, pod: Object, claim_uids: Iterable[str] = ()) -> list[Object]:
-    """Events about the Pod incarnation (by UID) or its claims, including ones the cluster expired.
-
-    The last stored content of each event counts, so a count that grew is read at its newest.
-    """
-    index = _event_index(history)
-    since = parse_time(meta(pod).get("creationTimestamp"))
-    candidates = [entry for uid in {uid_of(pod), *claim_uids} for entry in index.by_uid.get(uid, ())]
-    candidates += index.by_pod_name.get(ns_name(pod), [])
-    out = [event for last_seen, event in candidates if since is None or last_seen >= since]
-    return sorted(out, key=lambda e: (time_key(event_first(e)), str(e.get("reason"))))
 
 
 # --- the four boundaries ---------------------------------------------------------------------------
-
-
-@dataclass
-class PodContext:
-    """Everything the boundaries of one Pod incarnation read, gathered once."""
-
-    history: HistoryView
-    pod: Object
-    inventory: Inventory
-    events: list[Object]
-    gone_at: datetime | None = None
-    observed_uuids: Mapping[str, str] | None = None
-    cache: SelectorCache = field(default_factory=SelectorCache)
-    claims: list[ClaimLifecycle] = field(default_factory=list)
-
-    @property
-    def node_name(self) -> str | None:
-        name = _spec(self.pod).get("nodeName")
-        return str(name) if name else None
-
-    @property
-    def phase(self) -> str:
-        return str(_status(self.pod).get("phase") or "")
-
-    @property
-    def settled(self) -> bool:
-        """Finished: no scheduler or kubelet will act on it again, so waiting means nothing."""
-        return is_terminal(self.pod)
-
-    def events_with(self, reasons: Sequence[str]) -> list[Object]:
-        return [e for e in self.events if e.get("reason") in reasons]
 
 
 @dataclass
@@ -344,7 +142,7 @@ def _allocated_version(history: HistoryView, claim: Object | None) -> Object | N
 
 def _missing(ctx: PodContext, pc: PodClaim) -> ClaimLifecycle:
     evidence = [_pod_claim_evidence(ctx.pod, pc)]
-    if ctx.settled or _containers_started(ctx.pod):
+    if ctx.settled or containers_started(ctx.pod):
         # Its containers ran, so the claim existed once; history just never saw it.
         allocation_boundary = Boundary(
             UNKNOWN, evidence=evidence, message=f"claim {pc.claim_name or pc.pod_claim_name} was never observed"
@@ -421,7 +219,7 @@ def _inventory_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
         else:
             evidence.append({**describe_device(advertised), "advertised": True})
             created.append(advertised.slice_created)
-    return Boundary(OK, since=_earliest(created), evidence=evidence)
+    return Boundary(OK, since=earliest(created), evidence=evidence)
 
 
 def reserved_for(claim: Object) -> list[dict[str, Any]]:
@@ -459,12 +257,12 @@ def _allocation_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
         )
     scheduled = pod_condition(ctx.pod, "PodScheduled")
     if scheduled:
-        evidence.append(_condition_evidence(scheduled))
+        evidence.append(condition_evidence(scheduled))
     since = _allocated_since(ctx, claim)
     # Unbound, the Pod may be held in PreBind by its devices' binding conditions (kubelet never saw it).
     wait = None if ctx.node_name or ctx.settled else binding_wait(claim, lc.name, ctx.history.as_of)
     if wait is not None:
-        evidence += wait.evidence + [_event_evidence(e) for e in ctx.events_with((BINDING_PENDING_EVENT,))]
+        evidence += wait.evidence + [event_evidence(e) for e in ctx.events_with((BINDING_PENDING_EVENT,))]
         return Boundary(
             wait.state, since=wait.since or since, evidence=evidence, reason=wait.reason, message=wait.message
         )
@@ -525,8 +323,8 @@ def _scheduler_evidence(ctx: PodContext) -> list[dict[str, Any]]:
     evidence = []
     cond = pod_condition(ctx.pod, "PodScheduled")
     if cond:
-        evidence.append(_condition_evidence(cond))
-    evidence += [_event_evidence(e) for e in ctx.events_with(("FailedScheduling",))]
+        evidence.append(condition_evidence(cond))
+    evidence += [event_evidence(e) for e in ctx.events_with(("FailedScheduling",))]
     return evidence
 
 
@@ -603,7 +401,7 @@ def _inventory_present(ctx: PodContext, claim: Object) -> Boundary:
                 "pools": len({d.pool for d in of_driver}),
             }
         )
-    return Boundary(OK, since=_earliest(d.slice_created for d in devices), evidence=evidence)
+    return Boundary(OK, since=earliest(d.slice_created for d in devices), evidence=evidence)
 
 
 def _bypass_problem(ctx: PodContext, lc: ClaimLifecycle) -> str | None:
@@ -699,7 +497,7 @@ def _waiting_message(ctx: PodContext, lc: ClaimLifecycle, sim: Simulation) -> st
         ev = failures[-1]
         count = event_count(ev)
         times = f"{count} times since" if count > 1 else "at"
-        said = f'; the scheduler reported "{quote(ev.get("message"))}" {times} {_short_time(event_first(ev))}'
+        said = f'; the scheduler reported "{quote(ev.get("message"))}" {times} {short_time(event_first(ev))}'
     elif cond and cond.get("status") == "False" and cond.get("message"):
         said = f'; the scheduler reported "{quote(cond.get("message"))}"'
     else:
@@ -708,27 +506,6 @@ def _waiting_message(ctx: PodContext, lc: ClaimLifecycle, sim: Simulation) -> st
 
 
 # -- preparation --
-
-
-def _about(text: str, lc: ClaimLifecycle, siblings: Sequence[ClaimLifecycle]) -> bool:
-    """Whether a Pod event (events are not per claim) is about this claim.
-
-    An event naming claims (by name or UID) is about those; one naming a driver is
-    about the claims with devices of that driver; one naming neither, about all.
-    """
-    named = [
-        o for o in siblings if (o.pod_claim.claim_name and o.pod_claim.claim_name in text) or (o.uid and o.uid in text)
-    ]
-    if named:
-        return any(o is lc for o in named)
-    drivers = {d.driver for o in siblings for d in o.devices if d.driver and d.driver in text}
-    if drivers:
-        return any(d.driver in drivers for d in lc.devices)
-    return True
-
-
-def _for_claim(events: list[Object], lc: ClaimLifecycle, siblings: Sequence[ClaimLifecycle]) -> list[Object]:
-    return [e for e in events if _about(str(e.get("message") or ""), lc, siblings)]
 
 
 def device_conditions(claim: Object) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -762,39 +539,26 @@ def device_conditions(claim: Object) -> tuple[list[dict[str, Any]], list[dict[st
     return evidence, failing
 
 
-def _containers_started(pod: Object) -> list[str]:
-    """startedAt of every container run that started (running now, or finished after starting)."""
-    out = []
-    for cs in container_statuses(pod):
-        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
-            if "running" in state and (state["running"] or {}).get("startedAt"):
-                out.append(state["running"]["startedAt"])
-            term = state.get("terminated") or {}
-            if term.get("startedAt") and term.get("reason") not in RUNTIME_ERROR_REASONS:
-                out.append(term["startedAt"])
-    return out
-
-
 def preparation_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     claim = lc.pod_claim.claim
     assert claim is not None
-    failures = _for_claim(ctx.events_with(PREPARE_FAILURE_REASONS), lc, ctx.claims)
+    failures = events_for_claim(ctx.events_with(PREPARE_FAILURE_REASONS), lc, ctx.claims)
     cond_evidence, cond_failures = device_conditions(claim)
     ready = pod_condition(ctx.pod, "PodReadyToStartContainers")
-    started = _containers_started(ctx.pod)
-    evidence = [_event_evidence(e) for e in failures] + cond_evidence
+    started = containers_started(ctx.pod)
+    evidence = [event_evidence(e) for e in failures] + cond_evidence
     if ready:
-        evidence.append(_condition_evidence(ready))
+        evidence.append(condition_evidence(ready))
     last_failure = max((event_last(e) for e in failures), key=time_key, default=None)
     ready_at = ready.get("lastTransitionTime") if ready and ready.get("status") == "True" else None
     if ctx.phase == "Succeeded" or any("running" in (cs.get("state") or {}) for cs in container_statuses(ctx.pod)):
-        return Boundary(OK, since=ready_at or _earliest(started), evidence=evidence)
-    if ready_at and not _later(last_failure, ready_at) and not cond_failures:
+        return Boundary(OK, since=ready_at or earliest(started), evidence=evidence)
+    if ready_at and not later(last_failure, ready_at) and not cond_failures:
         return Boundary(OK, since=ready_at, evidence=evidence)
     if failures or cond_failures:
         return _preparation_failed(ctx, lc, failures, cond_failures, evidence)
     if started:
-        return Boundary(OK, since=_earliest(started), evidence=evidence)
+        return Boundary(OK, since=earliest(started), evidence=evidence)
     if not ctx.node_name:
         where = f" to {lc.node}" if lc.node else ""
         return Boundary(PENDING, evidence=evidence, message=f"the Pod is not bound{where} yet")
@@ -820,11 +584,11 @@ def _preparation_failed(
         ev = failures[-1]
         count = sum(event_count(e) for e in failures)
         times = "once" if count == 1 else f"{count} times"
-        first = _earliest(event_first(e) for e in failures)
+        first = earliest(event_first(e) for e in failures)
         span = (
-            f"at {_short_time(first)}"
+            f"at {short_time(first)}"
             if count == 1
-            else f"between {_short_time(first)} and {_short_time(event_last(ev))}"
+            else f"between {short_time(first)} and {short_time(event_last(ev))}"
         )
         message = f"kubelet on {node} failed to prepare claim {lc.name} {times} {span}: {quote(ev.get('message'))}"
         since = first
@@ -837,194 +601,3 @@ def _preparation_failed(
         )
         since = cond.get("lastTransitionTime")
     return Boundary(FAILED, since=since, evidence=evidence, reason="preparation-failed", message=message)
-
-
-# -- runtime --
-
-
-def container_statuses(pod: Object) -> list[dict[str, Any]]:
-    status = _status(pod)
-    return [
-        cs
-        for key in ("initContainerStatuses", "containerStatuses")
-        for cs in status.get(key) or ()
-        if isinstance(cs, dict)
-    ]
-
-
-def _containers_using(pod: Object, pc: PodClaim) -> set[str]:
-    if pc.extended is not None:
-        return pc.extended.containers
-    pod_claim_name = pc.pod_claim_name
-    spec = _spec(pod)
-    names = set()
-    for key in ("initContainers", "containers"):
-        for c in spec.get(key) or ():
-            claims = ((c.get("resources") or {}).get("claims")) or ()
-            if any(isinstance(x, dict) and x.get("name") == pod_claim_name for x in claims):
-                names.add(str(c.get("name")))
-    return names
-
-
-def _relevant_statuses(pod: Object, pc: PodClaim) -> list[dict[str, Any]]:
-    using = _containers_using(pod, pc)
-    statuses = container_statuses(pod)
-    chosen = [cs for cs in statuses if cs.get("name") in using]
-    return chosen or statuses
-
-
-def _injection_error(cs: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(reason, message) when the container could not be created/started for a device reason."""
-    waiting = (cs.get("state") or {}).get("waiting") or {}
-    if waiting.get("reason") in RUNTIME_ERROR_REASONS and _DEVICE_WORDS.search(str(waiting.get("message"))):
-        return str(waiting["reason"]), str(waiting.get("message"))
-    last = (cs.get("lastState") or {}).get("terminated") or {}
-    if last.get("reason") in RUNTIME_ERROR_REASONS and _DEVICE_WORDS.search(str(last.get("message"))):
-        return str(last["reason"]), str(last.get("message"))
-    return None
-
-
-def _unhealthy(cs: Mapping[str, Any], pod_claim_name: str) -> list[dict[str, Any]]:
-    out = []
-    prefix = f"claim:{pod_claim_name}/"
-    for entry in cs.get("allocatedResourcesStatus") or ():
-        if not isinstance(entry, dict) or not str(entry.get("name") or "").startswith(prefix):
-            continue
-        for res in entry.get("resources") or ():
-            out.append(
-                {
-                    "kind": "ResourceHealth",
-                    "container": cs.get("name"),
-                    "name": entry.get("name"),
-                    "resourceID": res.get("resourceID"),
-                    "health": res.get("health"),
-                }
-            )
-    return out
-
-
-def runtime_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
-    statuses = _relevant_statuses(ctx.pod, lc.pod_claim)
-    evidence: list[dict[str, Any]] = []
-    started: list[str] = []
-    running_now = False
-    injection: list[tuple[str, str, str]] = []
-    for cs in statuses:
-        state = cs.get("state") or {}
-        evidence.append(
-            {
-                "kind": "ContainerState",
-                "container": cs.get("name"),
-                "state": state,
-                "restartCount": cs.get("restartCount", 0),
-            }
-        )
-        run_started = _containers_started({"status": {"containerStatuses": [cs]}})
-        started += run_started
-        running_now = running_now or "running" in state
-        err = _injection_error(cs)
-        if err is not None and "running" not in state:
-            injection.append((str(cs.get("name")), *err))
-    health = [h for cs in statuses for h in _unhealthy(cs, lc.pod_claim.pod_claim_name)]
-    evidence += health
-    identity = _identity_evidence(ctx, lc, statuses)
-    evidence += identity
-    device_errors = [e for e in ctx.events_with(("Failed",)) if _DEVICE_WORDS.search(str(e.get("message") or ""))]
-    cdi_events = _for_claim(device_errors, lc, ctx.claims)
-    evidence += [_event_evidence(e) for e in cdi_events]
-
-    unhealthy = [h for h in health if h.get("health") == "Unhealthy"]
-    mismatched = [i for i in identity if i.get("match") is False]
-    if unhealthy:
-        h = unhealthy[0]
-        return Boundary(
-            FAILED,
-            since=None,
-            evidence=evidence,
-            reason="runtime-injection-failed",
-            message=(
-                f"kubelet reports device {h.get('resourceID')} of claim {lc.name} Unhealthy for container "
-                f"{h.get('container')}"
-            ),
-        )
-    if mismatched:
-        m = mismatched[0]
-        return Boundary(
-            FAILED,
-            since=None,
-            evidence=evidence,
-            reason="runtime-injection-failed",
-            message=(
-                f"container {m['container']} sees GPU {m['observed']}, but claim {lc.name} was allocated "
-                f"{', '.join(m['expected'])}"
-            ),
-        )
-    if not injection and cdi_events and not running_now:
-        # No container status says it (yet), but kubelet's events do, and nothing started since.
-        latest = max(cdi_events, key=lambda e: time_key(event_last(e)))
-        if not any(_later(t, event_last(latest)) for t in started):
-            injection.append(("", f"{event_count(latest)}x {latest.get('reason')} event", str(latest.get("message"))))
-    if injection:
-        container, reason, text = injection[0]
-        since = _earliest(event_first(e) for e in cdi_events) if cdi_events else None
-        who = f"container {container}" if container else "a container"
-        return Boundary(
-            FAILED,
-            since=since,
-            evidence=evidence,
-            reason="runtime-injection-failed",
-            message=(
-                f"{who} cannot be created on {ctx.node_name or lc.node or 'its node'} with "
-                f"claim {lc.name}'s devices ({reason}): {quote(text)}"
-            ),
-        )
-    if started or ctx.phase == "Succeeded":
-        since = max(started, key=time_key) if running_now else _earliest(started)
-        return Boundary(OK, since=since if started else None, evidence=evidence)
-    return Boundary(PENDING, evidence=evidence, message=_runtime_waiting(statuses))
-
-
-def _runtime_waiting(statuses: list[dict[str, Any]]) -> str | None:
-    for cs in statuses:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason"):
-            detail = f": {quote(waiting.get('message'))}" if waiting.get("message") else ""
-            return f"container {cs.get('name')} is waiting ({waiting['reason']}){detail}"
-    return None
-
-
-def _identity_evidence(ctx: PodContext, lc: ClaimLifecycle, statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The GPU UUID each container saw against the ``uuid`` attributes of the devices it was given.
-
-    A container using several claims may see any of their devices; without any
-    known uuid there is nothing to compare (``match`` is None).
-    """
-    if not ctx.observed_uuids:
-        return []
-    names = {str(cs.get("name")) for cs in statuses} | _containers_using(ctx.pod, lc.pod_claim)
-    out = []
-    for container, observed in sorted(ctx.observed_uuids.items()):
-        if container not in names:
-            continue
-        given = [o for o in ctx.claims if container in _containers_using(ctx.pod, o.pod_claim)]
-        expected = _uuids(ctx, given or [lc])
-        out.append(
-            {
-                "kind": "Identity",
-                "container": container,
-                "observed": observed,
-                "expected": expected,
-                "match": (observed in expected) if expected else None,
-            }
-        )
-    return out
-
-
-def _uuids(ctx: PodContext, lifecycles: Iterable[ClaimLifecycle]) -> list[str]:
-    out = []
-    for lc in lifecycles:
-        for d in lc.devices:
-            advertised = ctx.inventory.by_id.get(d.id)
-            if advertised is not None and advertised.uuid:
-                out.append(advertised.uuid)
-    return out

@@ -13,19 +13,18 @@ from datetime import datetime
 from typing import Any
 
 from dashboard.domain.binding import PENDING_EVENT as BINDING_PENDING_EVENT
-from dashboard.domain.inventory import Inventory, NodeInfo, allocated_devices, allocation, is_allocated
-from dashboard.domain.lifecycle import (
+from dashboard.domain.boundaries import (
     ClaimLifecycle,
     container_statuses,
-    device_conditions,
     event_count,
     event_first,
     event_last,
     quote,
     related_events,
-    reserved_for,
     time_key,
 )
+from dashboard.domain.inventory import Inventory, NodeInfo, allocated_devices, allocation, is_allocated
+from dashboard.domain.lifecycle import device_conditions, reserved_for
 from dashboard.domain.state import HistoryView, Object, Version, meta, ns_name, status_of, uid_of
 from dashboard.domain.timefmt import rfc3339
 
