@@ -167,6 +167,19 @@ def test_scheduler_created_claim_failing_preparation(tmp_path: Path, capsys: pyt
     assert "XID 79" in verdict["message"]
 
 
+def test_unhealthy_device_of_the_scheduler_created_claim_fails_runtime(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p, c = running_with_claim()
+    name = c["metadata"]["name"]
+    health = b.resource_health(name, REQUEST, [("gpu.nvidia.com", NODE, "gpu-1")], health="Unhealthy")
+    p["status"]["containerStatuses"][0]["allocatedResourcesStatus"] = [health]
+    doc = explain(tmp_path, [*base(gpus=2), p, c], "trainer-0", capsys)
+    verdict = doc["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("runtime", "runtime-injection-failed"), verdict
+    assert f"gpu.nvidia.com/{NODE}/gpu-1 of claim {name} Unhealthy" in verdict["message"]
+
+
 def test_pod_status_naming_a_missing_claim_is_claim_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     p = b.with_extended_resource_claim_status(gpu_pod(), "trainer-0-extended-resources-gone", [("main", GPU, REQUEST)])
     doc = explain(tmp_path, [*base(gpus=2), p], "trainer-0", capsys)

@@ -70,11 +70,14 @@ def _injection_error(cs: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _unhealthy(cs: Mapping[str, Any], pod_claim_name: str) -> list[dict[str, Any]]:
+def _unhealthy(cs: Mapping[str, Any], pc: PodClaim) -> list[dict[str, Any]]:
     out = []
-    prefix = f"claim:{pod_claim_name}/"
+    prefixes = [f"claim:{pc.pod_claim_name}/"]
+    if pc.extended is not None and pc.claim_name:
+        # A claim behind extended resources has no pod claim name: kubelet can only name the claim itself.
+        prefixes.append(f"claim:{pc.claim_name}/")
     for entry in cs.get("allocatedResourcesStatus") or ():
-        if not isinstance(entry, dict) or not str(entry.get("name") or "").startswith(prefix):
+        if not isinstance(entry, dict) or not str(entry.get("name") or "").startswith(tuple(prefixes)):
             continue
         for res in entry.get("resources") or ():
             out.append(
@@ -111,7 +114,7 @@ def runtime_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
         err = _injection_error(cs)
         if err is not None and "running" not in state:
             injection.append((str(cs.get("name")), *err))
-    health = [h for cs in statuses for h in _unhealthy(cs, lc.pod_claim.pod_claim_name)]
+    health = [h for cs in statuses for h in _unhealthy(cs, lc.pod_claim)]
     evidence += health
     identity = _identity_evidence(ctx, lc, statuses)
     evidence += identity
