@@ -147,3 +147,35 @@ def test_ready_binding_conditions_on_an_unbound_pod_are_not_a_binding_wait(
     attached = b.condition(ATTACHED, True, allocated_at + timedelta(seconds=30), "Attached")
     doc = explain(tmp_path, [*cluster(), *held_in_prebind(allocated_at, [attached])], capsys)
     assert doc["verdict"]["reason"] not in ("binding-pending", "binding-failed"), doc["verdict"]
+
+
+def deallocated_after(message: str) -> list[Obj]:
+    """PreBind gave up and the claim was deallocated; the Pod waits for its next scheduling attempt."""
+    created = T0 - timedelta(minutes=12)
+    p = b.pod(NS, "trainer-0", created, claims=[("gpu", {"claim": "trainer-gpu"})],
+              conditions=[b.unschedulable(T0 - timedelta(minutes=1), message)])
+    c = b.claim(NS, "trainer-gpu", [b.request()], created)
+    failed = b.event(p, "FailedScheduling", message, T0 - timedelta(minutes=1), component="default-scheduler")
+    return [p, c, failed]
+
+
+def test_deallocated_after_a_binding_failure_is_binding_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    said = (
+        'running PreBind plugin "DynamicResources": claim trainer-gpu binding failed: '
+        'reason=SwitchUnreachable, message="fabric switch 3 did not answer"'
+    )
+    doc = explain(tmp_path, [*cluster(), *deallocated_after(said)], capsys)
+    verdict = doc["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("allocation", "binding-failed"), verdict
+    assert "reason=SwitchUnreachable" in verdict["message"]
+    assert "claim trainer-gpu was deallocated" in verdict["message"]
+
+
+def test_deallocated_after_another_scheduling_failure_waits_for_the_scheduler(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    said = "0/1 nodes are available: 1 Insufficient cpu."
+    doc = explain(tmp_path, [*cluster(), *deallocated_after(said)], capsys)
+    assert doc["verdict"]["reason"] == "waiting-for-scheduler", doc["verdict"]

@@ -15,6 +15,7 @@ missing or ``False`` binding condition is a wait, not a driver failure.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +26,9 @@ from dashboard.domain.timefmt import parse_time
 
 BINDING_TIMEOUT_SECONDS = 600
 PENDING_EVENT = "BindingConditionsPending"  # Normal, from the scheduler's DynamicResources PreBind
+
+# PreBind's errors once it gives up (in the Pod's FailedScheduling event); the claim is then deallocated.
+_FAILED_BINDING = re.compile(r"binding failed: reason=|binding timeout")
 
 DeviceKey = tuple[str, str, str]  # driver, pool, device
 
@@ -189,3 +193,9 @@ def _shown(device: _DeviceBinding, ctype: str) -> str:
         return f"{ctype} (not reported)"
     reason = f", {cond.get('reason')}" if cond.get("reason") else ""
     return f"{ctype} ({cond.get('status')}{reason})"
+
+
+def is_binding_failure(scheduler_message: str) -> bool:
+    """Whether a FailedScheduling message is PreBind giving up on binding conditions (failure or timeout)."""
+    return _FAILED_BINDING.search(scheduler_message) is not None
+

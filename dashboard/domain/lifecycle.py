@@ -17,7 +17,7 @@ from typing import Any
 
 from dashboard.domain import extended_resources as ext
 from dashboard.domain.binding import PENDING_EVENT as BINDING_PENDING_EVENT
-from dashboard.domain.binding import binding_condition_types, binding_wait
+from dashboard.domain.binding import binding_condition_types, binding_wait, is_binding_failure
 from dashboard.domain.boundaries import (
     FAILED,
     OK,
@@ -452,6 +452,17 @@ def _simulate_allocation(ctx: PodContext, lifecycles: list[ClaimLifecycle], pend
             lc.boundaries["allocation"] = Boundary(
                 FAILED, since=since, evidence=evidence + scheduler, reason=reason, message=message
             )
+        elif (failed_binding := _binding_failure(ctx)) is not None:
+            lc.boundaries["allocation"] = Boundary(
+                FAILED,
+                since=event_first(failed_binding),
+                evidence=evidence + scheduler,
+                reason="binding-failed",
+                message=(
+                    f"the scheduler's last attempt to bind the Pod failed at {short_time(event_last(failed_binding))}"
+                    f': "{quote(failed_binding.get("message"))}"; claim {lc.name} was deallocated for a retry'
+                ),
+            )
         else:
             lc.boundaries["allocation"] = Boundary(
                 PENDING,
@@ -460,6 +471,13 @@ def _simulate_allocation(ctx: PodContext, lifecycles: list[ClaimLifecycle], pend
                 reason="waiting-for-scheduler",
                 message=_waiting_message(ctx, lc, sim),
             )
+
+
+def _binding_failure(ctx: PodContext) -> Object | None:
+    """The scheduler's latest FailedScheduling event, when it says binding conditions failed or timed out."""
+    failures = ctx.events_with(("FailedScheduling",))
+    latest = max(failures, key=lambda e: time_key(event_last(e)), default=None)
+    return latest if latest is not None and is_binding_failure(str(latest.get("message") or "")) else None
 
 
 def _match_evidence(sim: Simulation) -> list[dict[str, Any]]:
