@@ -10,11 +10,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-from django.core.management import call_command
 
 from demo import builders as b
+from tests.clusters import cli_json_over
 
 pytestmark = pytest.mark.django_db
 
@@ -55,12 +54,7 @@ def held_in_prebind(allocated_at: datetime, conditions: list[Obj] | None = None)
 
 
 def explain(tmp_path: Path, objects: list[Obj], capsys: pytest.CaptureFixture[str]) -> Any:
-    dump = tmp_path / "dump.json"
-    dump.write_bytes(b.dump_json(objects))
-    call_command("import-snapshot", str(dump), "--at", T0.isoformat())
-    capsys.readouterr()
-    call_command("explain", f"{NS}/trainer-0", "--json")
-    return orjson.loads(capsys.readouterr().out)
+    return cli_json_over(tmp_path, objects, T0, capsys, "explain", f"{NS}/trainer-0")
 
 
 def test_missing_binding_condition_is_binding_pending(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

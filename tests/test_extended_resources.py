@@ -10,9 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-from django.core.management import call_command
 
 from collector.collect import collect
 from collector.fake_apiserver import FakeApiServer, FakeCluster
@@ -21,6 +19,7 @@ from dashboard.config import ClusterSource
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.state import MemoryHistory
 from demo import builders as b
+from tests.clusters import cli_json_over
 
 pytestmark = pytest.mark.django_db
 
@@ -79,12 +78,7 @@ def running_with_claim(devices: tuple[str, ...] = ("gpu-0", "gpu-1")) -> list[Ob
 
 
 def explain(tmp_path: Path, objects: list[Obj], pod: str, capsys: pytest.CaptureFixture[str]) -> Any:
-    dump = tmp_path / "dump.json"
-    dump.write_bytes(b.dump_json(objects))
-    call_command("import-snapshot", str(dump), "--at", T0.isoformat())
-    capsys.readouterr()
-    call_command("explain", f"{NS}/{pod}", "--json")
-    return orjson.loads(capsys.readouterr().out)
+    return cli_json_over(tmp_path, objects, T0, capsys, "explain", f"{NS}/{pod}")
 
 
 def test_pending_pod_with_too_few_gpus_is_insufficient_devices(
@@ -238,12 +232,8 @@ def test_collector_keeps_extended_resource_pods_their_claims_and_events(tmp_path
 
 
 def audit(tmp_path: Path, objects: list[Obj], capsys: pytest.CaptureFixture[str]) -> list[Obj]:
-    dump = tmp_path / "dump.json"
-    dump.write_bytes(b.dump_json(objects))
-    call_command("import-snapshot", str(dump), "--at", T0.isoformat())
-    capsys.readouterr()
-    call_command("audit", "--json")
-    return [w for w in orjson.loads(capsys.readouterr().out)["warnings"] if w["kind"] == "double-allocator"]
+    warnings = cli_json_over(tmp_path, objects, T0, capsys, "audit")["warnings"]
+    return [w for w in warnings if w["kind"] == "double-allocator"]
 
 
 def test_node_serving_nvidia_gpu_both_ways_is_a_double_allocator(

@@ -20,6 +20,8 @@ from dashboard.domain.inventory import (
     pool_generations,
 )
 from dashboard.domain.state import ClusterState, HistoryView, Object, meta, ns_name
+from dashboard.domain.state import spec_of as _spec
+from dashboard.domain.state import status_of as _status
 from dashboard.domain.timefmt import parse_time, rfc3339
 
 STALE_INVENTORY = "stale-inventory"
@@ -34,16 +36,6 @@ Warning = dict[str, str]
 
 def _warning(kind: str, subject: str, message: str) -> Warning:
     return {"kind": kind, "subject": subject, "message": message}
-
-
-def _spec(obj: Object) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def _status(obj: Object) -> dict[str, Any]:
-    status = obj.get("status")
-    return status if isinstance(status, dict) else {}
 
 
 def _plural(n: int, word: str) -> str:
