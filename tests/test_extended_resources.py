@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from collector.collect import collect
 from collector.fake_apiserver import FakeApiServer, FakeCluster
+from collector.management.commands._clusters import default_cluster_name
 from collector.models import ObjectVersion
 from dashboard.config import ClusterSource
 from dashboard.domain.metrics import render_metrics
@@ -254,3 +256,16 @@ def test_dra_only_node_serving_nvidia_gpu_is_no_double_allocator(
 def test_metrics_count_the_boundaries_of_extended_resource_pods() -> None:
     history = MemoryHistory([(T0, [*base(gpus=1), pending(gpu_pod())])])
     assert 'claimline_claim_boundaries{boundary="allocation",state="failed"} 1' in render_metrics(history)
+
+
+def test_pod_page_says_which_container_requests_the_claim_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], admin_client: Client
+) -> None:
+    doc = explain(tmp_path, [*base(gpus=1), pending(gpu_pod())], "trainer-0", capsys)
+    assert doc["claims"][0]["extended_resources"]["planned"] is True
+    page = admin_client.get(f"/c/{default_cluster_name()}/pods/{NS}/trainer-0/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Not created yet" in html
+    assert "nvidia.com/gpu: 2 (DeviceClass gpu.nvidia.com)" in html
+    assert "insufficient-devices" in html

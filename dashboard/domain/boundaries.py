@@ -62,7 +62,7 @@ class ClaimLifecycle:
         return self.pod_claim.claim_name or self.pod_claim.pod_claim_name
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "uid": self.uid,
             "name": self.name,
             "pod_claim": self.pod_claim.pod_claim_name,
@@ -72,6 +72,9 @@ class ClaimLifecycle:
             ],
             "boundaries": {name: self.boundaries[name].to_dict() for name in BOUNDARIES},
         }
+        if self.pod_claim.extended is not None:
+            out["extended_resources"] = self.pod_claim.extended.to_dict()
+        return out
 
 
 # --- small readers ---------------------------------------------------------------------------------

@@ -30,6 +30,21 @@ class ExtendedUse:
     def containers(self) -> set[str]:
         return {m.container for m in self.mappings} or {a.container for a in self.asks}
 
+    def to_dict(self) -> dict[str, Any]:
+        """The explain JSON's ``extended_resources`` of a claim: what it serves, and whether it exists yet."""
+        return {
+            "planned": self.planned,
+            "requests": [
+                {"container": a.container, "resource": a.resource, "quantity": a.quantity, "class": a.class_name,
+                 "request": a.request}
+                for a in self.asks
+            ],
+            "requestMappings": [
+                {"containerName": m.container, "resourceName": m.resource, "requestName": m.request}
+                for m in self.mappings
+            ],
+        }
+
 
 @dataclass
 class PodClaim:
