@@ -18,6 +18,7 @@ from collector.fake_apiserver import FakeApiServer, FakeCluster
 from collector.management.commands._clusters import default_cluster_name
 from collector.models import ObjectVersion
 from dashboard.config import ClusterSource
+from dashboard.domain.extended_resources import resource_classes
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.state import MemoryHistory
 from demo import builders as b
@@ -269,3 +270,13 @@ def test_pod_page_says_which_container_requests_the_claim_serves(
     assert "Not created yet" in html
     assert "nvidia.com/gpu: 2 (DeviceClass gpu.nvidia.com)" in html
     assert "insufficient-devices" in html
+
+
+def test_newest_class_naming_the_resource_serves_it_then_the_first_name() -> None:
+    old = b.device_class("gpu-old", created=CREATED, extended_resource_name=GPU)
+    new = b.device_class("gpu-new", created=CREATED + timedelta(days=1), extended_resource_name=GPU)
+    twin = b.device_class("gpu-a", created=CREATED + timedelta(days=1), extended_resource_name=GPU)
+    state = MemoryHistory([(T0, [old, new])]).state
+    assert resource_classes(state)[GPU] == "gpu-new"
+    assert resource_classes(state)["deviceclass.resource.kubernetes.io/gpu-old"] == "gpu-old"
+    assert resource_classes(MemoryHistory([(T0, [old, new, twin])]).state)[GPU] == "gpu-a"

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from dashboard.domain.state import ClusterState, Object, meta, ns_name, spec_of, status_of, uid_of
+from dashboard.domain.timefmt import parse_time
 
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 # The slot an extended-resource claim takes among a Pod's claims: it has no spec.resourceClaims entry.
 EXTENDED_POD_CLAIM = "extended-resources"
+_NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -54,27 +57,29 @@ class RequestMapping:
 def resource_classes(state: ClusterState) -> dict[str, str]:
     """Extended resource name → the DeviceClass that serves it.
 
-    Several classes naming the same resource: the newest wins (then the first by
-    name), as the scheduler's class cache keeps the last one it saw.
+    Several classes naming the same ``extendedResourceName`` (a migration from
+    one class to another): the newest wins, then the alphabetically first name,
+    as ``DeviceClassSpec.extendedResourceName`` documents.
     """
     out: dict[str, str] = {}
-    explicit: dict[str, tuple[str, str]] = {}
+    winners: dict[str, Object] = {}
     for device_class in state.of_kind("DeviceClass"):
         name = ns_name(device_class)[1]
         out[IMPLICIT_PREFIX + name] = name
         resource = spec_of(device_class).get("extendedResourceName")
         if isinstance(resource, str) and resource:
-            created = str(meta(device_class).get("creationTimestamp") or "")
-            known = explicit.get(resource)
-            if known is None or (created, _inverted(name)) > (known[0], _inverted(known[1])):
-                explicit[resource] = (created, name)
-    out.update({resource: name for resource, (_created, name) in explicit.items()})
+            known = winners.get(resource)
+            if known is None or _newer(device_class, known):
+                winners[resource] = device_class
+    out.update({resource: ns_name(device_class)[1] for resource, device_class in winners.items()})
     return out
 
 
-def _inverted(name: str) -> tuple[int, ...]:
-    # Orders names descending inside an ascending comparison: the first name wins a tie.
-    return tuple(-ord(c) for c in name)
+def _newer(a: Object, b: Object) -> bool:
+    created_a, created_b = (parse_time(meta(o).get("creationTimestamp")) or _NEVER for o in (a, b))
+    if created_a != created_b:
+        return created_a > created_b
+    return ns_name(a)[1] < ns_name(b)[1]
 
 
 def explicit_resource_names(device_classes: Iterable[Object]) -> set[str]:
