@@ -32,10 +32,7 @@ MAX_RETRY_AFTER = 60.0
 # Events only when about those Pods or claims. With an unreadable claim, class or Pod that
 # selection is incomplete, so the kind cannot be complete either: its unselected objects
 # would be recorded as deleted.
-FILTERED_BY: dict[str, tuple[str, ...]] = {
-    "Pod": ("ResourceClaim", "DeviceClass"),
-    "Event": ("ResourceClaim", "Pod", "DeviceClass"),
-}
+FILTERED_BY: dict[str, tuple[str, ...]] = {"Pod": ("ResourceClaim", "DeviceClass"), "Event": ("ResourceClaim", "Pod")}
 
 
 class CollectionError(Exception):
