@@ -13,16 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from dashboard.domain.boundaries import BOUNDARIES, PREPARE_FAILURE_REASONS, event_count, is_terminal
 from dashboard.domain.claims import summarize_claim
+from dashboard.domain.extended_resources import asks_extended_resources, claim_status, resource_classes
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
-from dashboard.domain.lifecycle import (
-    BOUNDARIES,
-    PREPARE_FAILURE_REASONS,
-    claim_lifecycles,
-    event_count,
-    is_terminal,
-)
+from dashboard.domain.lifecycle import claim_lifecycles
 from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.timefmt import parse_time
 
@@ -134,7 +130,13 @@ def _claim_state_family(history: HistoryView) -> Family:
 
 
 def _pods_with_claims(history: HistoryView) -> list[Object]:
-    pods = [p for p in history.state.of_kind("Pod") if (p.get("spec") or {}).get("resourceClaims")]
+    """Pods with ``spec.resourceClaims``, and Pods whose extended resources a DeviceClass serves."""
+    extended = set(resource_classes(history.state))
+    pods = [
+        p
+        for p in history.state.of_kind("Pod")
+        if (p.get("spec") or {}).get("resourceClaims") or claim_status(p) or asks_extended_resources(p, extended)
+    ]
     return sorted(pods, key=ns_name)
 
 
