@@ -171,8 +171,12 @@ def _one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return found
 
 
+def _templates(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d["spec"]["template"] for d in docs if d["kind"] in ("Deployment", "Job")}
+
+
 def _pod_specs(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "Job")}
+    return {name: template["spec"] for name, template in _templates(docs).items()}
 
 
 def test_base_renders_everything_in_one_namespace(base: list[dict[str, Any]]) -> None:
@@ -272,10 +276,8 @@ def test_network_policies(base: list[dict[str, Any]]) -> None:
     assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     datastores = {("UDP", 53), ("TCP", 53), ("TCP", 5432), ("TCP", 6379)}
     apiserver = {("TCP", 443), ("TCP", 6443)}
-    for name, spec in _pod_specs(base).items():
-        labels = _one(base, "Job" if name.endswith("migrate") else "Deployment", name)["spec"]["template"]["metadata"][
-            "labels"
-        ]
+    for name, template in _templates(base).items():
+        labels = template["metadata"]["labels"]
         egress = _allowed(policies, labels, "egress")
         ingress = _allowed(policies, labels, "ingress")
         assert egress == (datastores | apiserver if name == "claimline-worker" else datastores), name
