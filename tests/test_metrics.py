@@ -272,3 +272,23 @@ def test_collection_health_counts_failures_since_the_newest_usable_snapshot() ->
     assert health == CollectionHealth(last_run_at=T0 + 4 * M, last_run_status="failed", failures_since_success=2)
     empty = Cluster.objects.create(name="c2")
     assert collection_health(empty, T0) == CollectionHealth(None, None, 0)
+
+
+def test_pending_pods_agree_with_explain_on_the_demo_story() -> None:
+    from dashboard.domain.lifecycle import is_terminal
+    from dashboard.domain.verdicts import explain
+    from demo.story import DEMO_BASE, demo_snapshots
+
+    history = MemoryHistory(demo_snapshots(DEMO_BASE))
+    expected: dict[str, float] = {}
+    for pod in history.state.of_kind("Pod"):
+        if is_terminal(pod) or not (pod.get("spec") or {}).get("resourceClaims"):
+            continue
+        verdict = explain(history, pod["metadata"]["namespace"], pod["metadata"]["name"])["verdict"]
+        if verdict["boundary"] is not None:
+            key = f'{{boundary="{verdict["boundary"]}",reason="{verdict["reason"]}"}}'
+            expected[key] = expected.get(key, 0) + 1
+    families = parse(render_metrics(history))
+    got = {labels: v for (_, labels), v in families["claimline_pending_pods"]["samples"].items()}
+    assert got == expected
+    assert len(expected) >= 3  # the story fails allocation, preparation and runtime
