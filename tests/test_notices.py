@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,9 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core import mail
 from django.core.management import call_command
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -39,6 +47,7 @@ from notify.models import Delivery, Notice, Receiver
 from notify.tasks import deliver
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class WebhookReceiver:
@@ -329,3 +338,56 @@ def test_send_review_dry_run_sends_nothing(settings: Any, demo_history: Any, cap
     assert mail.outbox == []
     out = capsys.readouterr().out
     assert "not sent (dry run)" in out and "subject: [Claimline] demo weekly review" in out
+
+
+# --- through a real worker ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def celery_scheduler(settings: Any) -> None:
+    """Imports queue their notice scans on Redis, as collections do under Celery."""
+    settings.CLAIMLINE_SCHEDULER = "celery"
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
+@pytest.mark.celery
+@pytest.mark.django_db(transaction=True)
+def test_worker_scans_sends_and_retries(
+    celery_scheduler: None, demo_history: Any, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    db = connection.settings_dict
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "CLAIMLINE_SCHEDULER": "celery",
+        "CLAIMLINE_NOTIFY_WEBHOOK_URL": webhook.url,
+        "CLAIMLINE_NOTIFY_WEBHOOK_FORMAT": "slack",
+    }
+    assert not Notice.objects.exists()  # queued, not scanned in this process
+    webhook.statuses = [500]  # the first POST fails: the worker retries it after a backoff
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "collector", "worker", "--pool", "solo", "--loglevel", "INFO"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            deliveries = list(Delivery.objects.all())
+            if deliveries and all(d.status == Delivery.Status.SENT for d in deliveries):
+                break
+            assert worker.poll() is None, worker.stdout.read() if worker.stdout else ""
+            time.sleep(0.3)
+        deliveries = list(Delivery.objects.select_related("notice"))
+        assert deliveries and {d.status for d in deliveries} == {"sent"}, [(d.status, d.error) for d in deliveries]
+        assert sorted(d.attempts for d in deliveries)[-1] == 2  # the one that met the 500
+        assert len(webhook.bodies) == len(deliveries) + 1
+        names = {d.notice.name for d in deliveries}
+        assert {key(REPORT_CLAIM), key(LLM_FINETUNE)} <= names
+        assert all(body["text"].startswith("*[Claimline] demo:") for body in webhook.bodies)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
