@@ -255,13 +255,17 @@ def deliver_due(now: datetime) -> int:
     due = list(
         Delivery.objects.filter(status__in=[Delivery.Status.PENDING, Delivery.Status.RETRYING], next_attempt__lte=now)
         .order_by("next_attempt")
-        .values_list("pk", flat=True)[:DISPATCH_BATCH]
+        .values_list("pk", "target")[:DISPATCH_BATCH]
     )
     sent = 0
-    for pk in due:
+    unreachable: set[str] = set()
+    for pk, target in due:
+        if target in unreachable:
+            continue  # one timeout per receiver and loop is enough: the loop also collects
         try:
             done = attempt(pk, now, final=False)
         except TRANSIENT_ERRORS:
+            unreachable.add(target)
             continue
         sent += done is not None and done.status == Delivery.Status.SENT
     return sent

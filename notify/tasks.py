@@ -10,6 +10,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from collector.celery import app
 from collector.models import Snapshot
 from notify import delivery, detection, review
 
@@ -19,7 +20,8 @@ log = logging.getLogger("claimline.notify")
 def enqueue_scan(snapshot: Snapshot) -> None:
     """Chained after a collection: queue the notice scan; a broker that is down never fails the collection."""
     try:
-        scan_snapshot.delay(snapshot.pk)
+        # Through the project's app: a management command (import-snapshot) has not loaded it otherwise.
+        app.send_task("notify.tasks.scan_snapshot", args=(snapshot.pk,))
     except (OperationalError, RedisError) as exc:
         log.warning("cannot queue the notice scan of %s: %s", snapshot, exc)
 

@@ -5,7 +5,8 @@ lasts, so the caller can store a notice once per subject and reason:
 
 - ``leak``: a claim flagged by the retention (leak) rules (key: the claim's UID);
 - ``pending-pod``: a Pod using DRA claims, pending longer than a threshold
-  (key: the Pod's UID; the reason is its verdict's, so a new blocking reason is a new notice);
+  (key: the Pod's UID; the reason is its verdict's, as ``explain`` gives it, so a new
+  blocking reason is a new notice);
 - ``node-preparation``: preparation failures of several claims on one node,
   which points at the node's driver rather than at any one workload (key: the node);
 - ``collection-failing``: the latest collections of a cluster all failed (key: the cluster).
@@ -21,11 +22,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import Thresholds, find_leaks
-from dashboard.domain.lifecycle import PREPARE_FAILURE_REASONS, event_last, is_terminal, resolve_pod_claims
+from dashboard.domain.lifecycle import (
+    PREPARE_FAILURE_REASONS,
+    event_last,
+    is_terminal,
+    pod_lifecycle,
+    resolve_pod_claims,
+)
 from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.timefmt import parse_time, rfc3339
-from dashboard.domain.verdicts import PodNotFound, explain
+from dashboard.domain.verdicts import choose_verdict
 
 LEAK = "leak"
 PENDING_POD = "pending-pod"
@@ -127,15 +135,15 @@ def _pending_since(pod: Object) -> datetime | None:
 def pending_pod_subjects(history: HistoryView, pending_after: float) -> list[Subject]:
     at = history.as_of
     out = []
+    inventory: Inventory | None = None
     for pod in history.state.of_kind("Pod"):
         since = _pending_since(pod)
         if since is None or not uses_dra(pod) or at - since < timedelta(seconds=pending_after):
             continue
         namespace, name = ns_name(pod)
-        try:
-            verdict = explain(history, namespace, name, pod_uid=uid_of(pod))["verdict"]
-        except PodNotFound:
-            continue
+        # One inventory for every Pod: its selector cache checks each device once per selector set.
+        inventory = inventory or Inventory.of(history.state)
+        verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
         if verdict["reason"] == "ok":
             continue
         out.append(
