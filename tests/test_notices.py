@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,11 +13,9 @@ from typing import Any
 
 import pytest
 import redis
-from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core import mail
 from django.core.management import call_command
-from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -45,9 +39,9 @@ from demo.story import DEMO_BASE, LLM_FINETUNE, PRETRAIN, REPORT_CLAIM, demo_sta
 from notify import delivery, detection
 from notify.models import Delivery, Notice, Receiver
 from notify.tasks import deliver
+from tests.workers import celery_worker, worker_env
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class WebhookReceiver:
@@ -355,22 +349,14 @@ def celery_scheduler(settings: Any) -> None:
 def test_worker_scans_sends_and_retries(
     celery_scheduler: None, demo_history: Any, webhook: WebhookReceiver, tmp_path: Path
 ) -> None:
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "CLAIMLINE_SCHEDULER": "celery",
-        "CLAIMLINE_NOTIFY_WEBHOOK_URL": webhook.url,
-        "CLAIMLINE_NOTIFY_WEBHOOK_FORMAT": "slack",
-    }
+    env = worker_env(
+        CLAIMLINE_SCHEDULER="celery",
+        CLAIMLINE_NOTIFY_WEBHOOK_URL=webhook.url,
+        CLAIMLINE_NOTIFY_WEBHOOK_FORMAT="slack",
+    )
     assert not Notice.objects.exists()  # queued, not scanned in this process
     webhook.statuses = [500]  # the first POST fails: the worker retries it after a backoff
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "collector", "worker", "--pool", "solo", "--loglevel", "INFO"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    try:
+    with celery_worker(env) as worker:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             deliveries = list(Delivery.objects.all())
@@ -385,9 +371,3 @@ def test_worker_scans_sends_and_retries(
         names = {d.notice.name for d in deliveries}
         assert {key(REPORT_CLAIM), key(LLM_FINETUNE)} <= names
         assert all(body["text"].startswith("*[Claimline] demo:") for body in webhook.bodies)
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
