@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from collector.celery import beat_schedule
 from collector.models import Cluster, Snapshot
+from collector.scheduler import collect_all
 from dashboard.config import ClusterSource
 from dashboard.domain.capacity import weekly_review
 from dashboard.domain.notices import (
@@ -37,7 +38,7 @@ from dashboard.reading import leak_thresholds
 from demo import builders as b
 from demo.story import DEMO_BASE, LLM_FINETUNE, PRETRAIN, REPORT_CLAIM, demo_stages
 from notify import delivery, detection
-from notify.models import Delivery, Notice, Receiver
+from notify.models import Delivery, Notice, Receiver, Scan
 from notify.tasks import deliver
 from tests.workers import celery_worker, worker_env
 
@@ -173,6 +174,19 @@ def test_demo_notices_are_sent_once_across_collections(
     assert webhook.about(key(REPORT_CLAIM))[0]["reason"] == "orphaned-allocation"
     assert not Delivery.objects.exclude(status=Delivery.Status.SENT).exists()
     assert delivery.failing_receivers() == []
+
+
+@pytest.mark.django_db(transaction=True)  # the loop closes connections between clusters
+def test_the_in_process_scheduler_notifies_in_its_loop(platform_receivers: WebhookReceiver) -> None:
+    now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)  # test_demo's time: the demo server is one per process
+    collect_all(["demo"], lambda: now)
+    assert len(platform_receivers.about(key(REPORT_CLAIM))) == 1
+    assert Scan.objects.get(cluster__name="demo").at == now
+    # Unchanged and within CLAIMLINE_NOTIFY_RESCAN_AFTER: not even scanned.
+    collect_all(["demo"], lambda: now + timedelta(seconds=30))
+    assert Scan.objects.get(cluster__name="demo").at == now
+    assert len(platform_receivers.about(key(REPORT_CLAIM))) == 1
+    assert Notice.objects.filter(dispatched__isnull=True).count() == 0
 
 
 @pytest.mark.django_db
