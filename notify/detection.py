@@ -97,7 +97,10 @@ def scan(cluster: Cluster, finished: datetime, include_history: bool = True) -> 
         except NoSnapshot:
             history = None
     at = history.as_of if history is not None else (runs[0].at if runs else finished)
-    found = detect(cluster.name, history, runs, th)
+    known = dict(
+        Notice.objects.filter(cluster=cluster, kind=PENDING_POD, resolved__isnull=True).values_list("subject", "reason")
+    )
+    found = detect(cluster.name, history, runs, th, known)
     with transaction.atomic():
         open_notices = {
             (n.kind, n.subject, n.reason): n.pk

@@ -30,13 +30,14 @@ from dashboard.domain.notices import (
     Run,
     collection_subjects,
     node_preparation_subjects,
+    pending_pod_subjects,
 )
 from dashboard.domain.state import MemoryHistory
 from dashboard.history import StoredHistory
 from dashboard.models import NamespaceGrant
 from dashboard.reading import leak_thresholds
 from demo import builders as b
-from demo.story import DEMO_BASE, LLM_FINETUNE, PRETRAIN, REPORT_CLAIM, demo_stages
+from demo.story import DEMO_BASE, LLM_FINETUNE, PRETRAIN, REPORT_CLAIM, demo_snapshots, demo_stages
 from notify import delivery, detection
 from notify.models import Delivery, Notice, Receiver, Scan
 from notify.tasks import deliver
@@ -139,6 +140,18 @@ def test_a_collection_notice_needs_consecutive_failures() -> None:
     assert "last 3 collections" in subject.message and "timeout 0" in subject.message
     assert collection_subjects("prod", [*runs[:2], Run(T0 - timedelta(minutes=5), failed=False)], 3) == []
     assert collection_subjects("prod", [Run(T0, failed=False), *runs], 3) == []
+
+
+def test_pending_pods_are_judged_once_while_they_stay_pending() -> None:
+    history = MemoryHistory(demo_snapshots(DEMO_BASE))
+    judged = {s.name: s for s in pending_pod_subjects(history, 1800)}
+    llm = judged[key(LLM_FINETUNE)]
+    assert llm.reason == "selector-unsatisfiable" and "pending for 43 min" in llm.message
+    assert key(PRETRAIN) not in judged  # 27 minutes
+    assert key(PRETRAIN) in {s.name for s in pending_pod_subjects(history, 1200)}
+    # Already told: the open notice's reason stands, without a second judgement.
+    again = pending_pod_subjects(history, 1800, known={llm.key: "waiting-for-scheduler"})
+    assert [(s.key, s.reason) for s in again if s.key == llm.key] == [(llm.key, "waiting-for-scheduler")]
 
 
 # --- the demo story -------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ against ``history.as_of``, collection failures from the runs passed in.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -132,8 +132,18 @@ def _pending_since(pod: Object) -> datetime | None:
     return parse_time(meta(pod).get("creationTimestamp"))
 
 
-def pending_pod_subjects(history: HistoryView, pending_after: float) -> list[Subject]:
+def pending_pod_subjects(
+    history: HistoryView, pending_after: float, known: Mapping[str, str] | None = None
+) -> list[Subject]:
+    """``known``: Pod UID → reason of the notice already open about it.
+
+    A Pod already told about is not judged again while it stays pending: judging
+    costs a simulation over every node (~170 ms a Pod at 1,000 nodes), and a
+    cluster can have hundreds of Pods pending for hours. Its notice stays open
+    with the reason first announced, and resolves when the Pod stops pending.
+    """
     at = history.as_of
+    known = known or {}
     out = []
     inventory: Inventory | None = None
     for pod in history.state.of_kind("Pod"):
@@ -141,6 +151,9 @@ def pending_pod_subjects(history: HistoryView, pending_after: float) -> list[Sub
         if since is None or not uses_dra(pod) or at - since < timedelta(seconds=pending_after):
             continue
         namespace, name = ns_name(pod)
+        if uid_of(pod) in known:
+            out.append(Subject(PENDING_POD, uid_of(pod), known[uid_of(pod)], "still pending", namespace=namespace))
+            continue
         # One inventory for every Pod: its selector cache checks each device once per selector set.
         inventory = inventory or Inventory.of(history.state)
         verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
@@ -236,13 +249,17 @@ def collection_subjects(cluster: str, runs: Sequence[Run], min_failures: int) ->
 
 
 def detect(
-    cluster: str, history: HistoryView | None, runs: Sequence[Run], thresholds: NoticeThresholds
+    cluster: str,
+    history: HistoryView | None,
+    runs: Sequence[Run],
+    thresholds: NoticeThresholds,
+    pending_known: Mapping[str, str] | None = None,
 ) -> Detection:
     """Every current subject; without ``history`` (no usable snapshot yet) only collection failures."""
     subjects = collection_subjects(cluster, runs, thresholds.failed_collections)
     if history is None:
         return Detection(subjects, (COLLECTION_FAILING,))
     subjects += leak_subjects(history, thresholds.leaks)
-    subjects += pending_pod_subjects(history, thresholds.pending_after)
+    subjects += pending_pod_subjects(history, thresholds.pending_after, pending_known)
     subjects += node_preparation_subjects(history, thresholds.node_claims, thresholds.node_window)
     return Detection(subjects, KINDS)
