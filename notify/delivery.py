@@ -23,6 +23,8 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
 
+from collector.models import ObjectVersion
+from dashboard.domain.redaction import Redactor, Scope
 from dashboard.models import NamespaceGrant
 from notify.models import Delivery, Notice, Receiver
 
@@ -118,8 +120,10 @@ def targets() -> list[Target]:
 
 def _target_of(delivery: Delivery) -> Target | None:
     """The delivery's receiver channel as configured now (an address edited since is used)."""
-    if delivery.receiver is not None:
-        channels = _receiver_targets(delivery.receiver, ()) if delivery.receiver.enabled else []
+    receiver = delivery.receiver
+    if receiver is not None:
+        grants = NamespaceGrant.objects.filter(group_id=receiver.group_id) if receiver.group_id else []
+        channels = _receiver_targets(receiver, grants) if receiver.enabled else []
     else:
         channels = _env_targets()
     return next((t for t in channels if t.key == delivery.target), None)
@@ -160,7 +164,7 @@ def dispatch(now: datetime) -> list[int]:
 # --- sending ----------------------------------------------------------------------------------------
 
 
-def notice_document(notice: Notice) -> dict[str, Any]:
+def notice_document(notice: Notice, message: str | None = None) -> dict[str, Any]:
     return {
         "cluster": notice.cluster.name,
         "kind": notice.kind,
@@ -168,7 +172,7 @@ def notice_document(notice: Notice) -> dict[str, Any]:
         "reason": notice.reason,
         "namespace": notice.namespace,
         "name": notice.name,
-        "message": notice.message,
+        "message": notice.message if message is None else message,
         "link": notice.link,
         "first_seen": notice.first_seen.isoformat(),
     }
@@ -178,11 +182,25 @@ def headline(notice: Notice) -> str:
     return f"[Claimline] {notice.cluster.name}: {notice.reason} {notice.name or notice.subject}"
 
 
-def webhook_body(notice: Notice, fmt: str) -> dict[str, Any]:
+def webhook_body(notice: Notice, fmt: str, message: str) -> dict[str, Any]:
     if fmt == "slack":
         link = f" <{notice.link}|details>" if notice.link.startswith(("http://", "https://")) else ""
-        return {"text": f"*{headline(notice)}*\n{notice.message}{link}"}
-    return notice_document(notice)
+        return {"text": f"*{headline(notice)}*\n{message}{link}"}
+    return notice_document(notice, message)
+
+
+def known_namespaces(cluster_id: int) -> set[str]:
+    rows = ObjectVersion.objects.filter(cluster_id=cluster_id)
+    known = set(rows.filter(kind="Namespace").values_list("name", flat=True).distinct())
+    return known | set(rows.filter(kind="ResourceClaim").values_list("namespace", flat=True).distinct())
+
+
+def message_for(target: Target, notice: Notice) -> str:
+    """The notice as the receiver may read it: for a team, other teams' claims are hidden, as on the pages."""
+    if target.namespaces is None:
+        return notice.message
+    visible = frozenset(ns for cluster_id, ns in target.namespaces if cluster_id in (None, notice.cluster_id))
+    return Redactor(Scope(admin=False, namespaces=visible), known_namespaces(notice.cluster_id)).text(notice.message)
 
 
 def post_json(url: str, body: dict[str, Any], timeout: float) -> None:
@@ -205,10 +223,11 @@ def post_json(url: str, body: dict[str, Any], timeout: float) -> None:
 
 
 def send(target: Target, notice: Notice) -> None:
+    message = message_for(target, notice)
     if target.channel == WEBHOOK:
-        post_json(target.url, webhook_body(notice, target.format), settings.CLAIMLINE_NOTIFY_TIMEOUT)
+        post_json(target.url, webhook_body(notice, target.format, message), settings.CLAIMLINE_NOTIFY_TIMEOUT)
         return
-    body = f"{notice.message}\n\n{notice.link}\n" if notice.link else f"{notice.message}\n"
+    body = f"{message}\n\n{notice.link}\n" if notice.link else f"{message}\n"
     try:
         EmailMessage(headline(notice), body, settings.DEFAULT_FROM_EMAIL, list(target.emails)).send()
     except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused) as exc:

@@ -8,8 +8,9 @@ from django.views.decorators.http import require_GET
 
 from dashboard.access import scope_for
 from dashboard.clusters import cluster_or_404
+from dashboard.domain.redaction import Redactor
 from dashboard.views import render_page
-from notify.delivery import labels
+from notify.delivery import known_namespaces, labels
 from notify.models import Notice, Scan
 
 NOTICES_PER_PAGE = 100
@@ -25,9 +26,11 @@ def notices(request: HttpRequest, cluster: str) -> HttpResponse:
         rows = rows.filter(namespace__in=sorted(scope.namespaces))
     page = Paginator(rows, NOTICES_PER_PAGE).get_page(request.GET.get("page"))
     names = labels() if scope.admin else {}
+    redactor = Redactor(scope, () if scope.admin else known_namespaces(c.pk))
     items = [
         {
             "notice": n,
+            "message": redactor.text(n.message),
             "deliveries": [
                 {"label": names.get(d.target, d.target.split("/")[-1]), "delivery": d}
                 for d in sorted(n.deliveries.all(), key=lambda d: d.target)

@@ -276,23 +276,45 @@ def test_team_receivers_get_only_their_namespaces(
     assert {d.notice.namespace for d in team} == {"research"}
 
 
+@pytest.fixture
+def ml_team_receiver(settings: Any, webhook: WebhookReceiver) -> Receiver:
+    settings.CLAIMLINE_NOTIFY_PENDING_AFTER = 1200  # pretrain-8xh100 is pending 27 minutes at the last stage
+    team = Group.objects.create(name="ml")
+    NamespaceGrant.objects.create(group=team, namespace="ml-training")
+    return Receiver.objects.create(name="ml", group=team, webhook_url=webhook.url)
+
+
 @pytest.mark.django_db
-def test_notices_page_is_scoped_by_access(platform_receivers: WebhookReceiver, demo_history: Any) -> None:
+def test_team_receivers_do_not_read_other_teams_claims(
+    ml_team_receiver: Receiver, demo_history: Any, webhook: WebhookReceiver
+) -> None:
+    [pretrain] = webhook.about(key(PRETRAIN))
+    assert pretrain["reason"] == "devices-in-use"
+    assert "(a claim in another namespace) (2)" in pretrain["message"]
+    assert "inference/" not in pretrain["message"] and "ml-training/eval-harness" in pretrain["message"]
+    stored = Notice.objects.get(name=key(PRETRAIN))
+    assert "inference/llama-serve-0" in stored.message  # the platform's page and receivers see it whole
+    assert {body["namespace"] for body in webhook.bodies} == {"ml-training"}
+
+
+@pytest.mark.django_db
+def test_notices_page_is_scoped_by_access(
+    platform_receivers: WebhookReceiver, ml_team_receiver: Receiver, demo_history: Any
+) -> None:
     admin = User.objects.create_user("owner", password="pw")
     admin.groups.add(Group.objects.create(name="platform-admins"))
     member = User.objects.create_user("member", password="pw")
-    team = Group.objects.create(name="ml-training")
-    member.groups.add(team)
-    NamespaceGrant.objects.create(group=team, namespace="research")
+    member.groups.add(ml_team_receiver.group)  # granted ml-training
     owner_client, member_client = Client(), Client()
     owner_client.force_login(admin)
     member_client.force_login(member)
 
     page = owner_client.get("/c/demo/notices/").content.decode()
-    assert key(REPORT_CLAIM) in page and key(LLM_FINETUNE) in page and "platform webhook (127.0.0.1)" in page
+    assert key(REPORT_CLAIM) in page and key(PRETRAIN) in page and "inference/llama-serve-0" in page
+    assert "platform webhook (127.0.0.1)" in page and platform_receivers.url not in page
     page = member_client.get("/c/demo/notices/").content.decode()
-    assert key(LLM_FINETUNE) in page and key(REPORT_CLAIM) not in page
-    assert platform_receivers.url not in page
+    assert key(PRETRAIN) in page and key(REPORT_CLAIM) not in page and key(LLM_FINETUNE) not in page
+    assert "inference/llama-serve-0" not in page and "(a claim in another namespace)" in page
 
 
 @pytest.mark.django_db
