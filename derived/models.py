@@ -72,6 +72,8 @@ class PodExplanation(models.Model):
     # ``ok`` waits on other claims and on the inventory; one with claims is counted by /metrics.
     waiting = models.BooleanField(default=False)
     counted = models.BooleanField(default=False)
+    # A verdict that moves with time alone (verdicts.depends_on_time): derived at every snapshot.
+    timed = models.BooleanField(default=False)
     live = models.BooleanField(default=True)
     valid_from = models.DateTimeField()
     valid_to = models.DateTimeField(null=True, blank=True)
@@ -91,6 +93,10 @@ class PodExplanation(models.Model):
                 fields=["cluster"],
                 name="podexplanation_waiting",
                 condition=Q(valid_to__isnull=True, waiting=True),
+            ),
+            # Every snapshot, changed or not, re-derives the Pods whose verdicts move with time.
+            models.Index(
+                fields=["cluster"], name="podexplanation_timed", condition=Q(valid_to__isnull=True, timed=True)
             ),
             # A change to a claim re-derives the Pods whose documents name it, found per namespace.
             models.Index(

@@ -15,12 +15,12 @@ from django.db.models import Q
 
 from dashboard.access import known_namespaces
 from dashboard.domain.leaks import Thresholds
-from dashboard.domain.metrics import ClaimStates, render_metrics
+from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
 from dashboard.domain.state import Object, uid_of
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
 from derived.models import MetricsText, PodExplanation
-from derived.writer import claim_states_as_of, covered
+from derived.writer import counts_as_of, covered
 
 
 def covers(history: StoredHistory) -> bool:
@@ -69,24 +69,20 @@ def explain_read(
     return explain(history, namespace, name, pod_uid=pod_uid), lambda: known_namespaces(history.state)
 
 
-def stored_claim_states(history: StoredHistory) -> dict[str, list[ClaimStates]] | None:
-    """The claim states of every counted Pod as of the history's snapshot, by Pod UID; None if not covered."""
-    return claim_states_as_of(history.cluster.pk, history.as_of) if covers(history) else None
-
-
-def metrics_read(history: StoredHistory, thresholds: Thresholds) -> str:
-    """/metrics: the text the derivation rendered for this snapshot, else rendered now (with the
-    Pods' boundary states from the layer when it covers the snapshot)."""
+def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: CollectionHealth | None = None) -> str:
+    """/metrics: the text the derivation rendered for this snapshot (completed with the run-health
+    families), else rendered now with the Pods' counts from the layer when it covers the snapshot."""
+    covered_now = covers(history)
     stored = (
         MetricsText.objects.filter(cluster=history.cluster, snapshot_id=history.snapshot_pk)
         .values_list("thresholds", "text")
         .first()
     )
-    if stored is not None and orjson.loads(stored[0]) == thresholds.as_dict() and covers(history):
-        return stored[1]
-    states = stored_claim_states(history)
+    if stored is not None and covered_now and orjson.loads(stored[0]) == thresholds.as_dict():
+        return stored[1] + (render_collection(collection) if collection else "")
+    counts = counts_as_of(history.cluster.pk, history.as_of) if covered_now else {}
 
-    def states_of(pod: Object) -> list[ClaimStates] | None:
-        return None if states is None else states.get(uid_of(pod))
+    def counts_of(pod: Object) -> PodCounts | None:
+        return counts.get(uid_of(pod))
 
-    return render_metrics(history, thresholds, states_of)
+    return render_metrics(history, thresholds, collection, counts_of)

@@ -15,7 +15,8 @@ Only what a change can affect is re-derived (the rest of the rows stay valid):
   taken; inventory changes also re-derive every counted Pod (its devices' slice, node or
   class may be what changed).
 
-A snapshot without changes derives nothing. The first snapshot derived after one that
+A snapshot without changes derives nothing but the Pods whose verdicts move with time alone
+(``verdicts.depends_on_time``: a binding wait nearing its timeout). The first snapshot derived after one that
 was not (history from before the layer, a failed derivation) derives every live Pod.
 """
 
@@ -37,9 +38,9 @@ from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import CachedHistory
 from dashboard.domain.lifecycle import is_terminal
-from dashboard.domain.metrics import ClaimStates, claim_states, counts_boundaries, render_metrics
+from dashboard.domain.metrics import PodCounts, pod_counts, render_metrics
 from dashboard.domain.state import HistoryView, Version, uid_of
-from dashboard.domain.verdicts import explain_incarnation
+from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from derived.models import DOMAIN_VERSION, DerivedSnapshot, MetricsText, PodExplanation
@@ -124,10 +125,9 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             # Rows of Pods gone meanwhile may be stale (or judged by other code): they end here,
             # and those Pods are read the old way from now on.
             _open(snapshot.cluster_id).exclude(pod_uid__in=pods).update(valid_to=snapshot.at)
-        elif snapshot.versions_written or snapshot.deletions:
-            pods = affected_pods(snapshot)
         else:
-            pods = set()
+            pods = affected_pods(snapshot) if snapshot.versions_written or snapshot.deletions else set()
+            pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
         written = _write(snapshot, history, pods)
         _render_metrics(snapshot, history)
         DerivedSnapshot.objects.create(
@@ -271,7 +271,7 @@ def _row(
 ) -> PodExplanation:
     summary = doc["pod"]
     live_pod = history.state.get("Pod", pod_uid)
-    counted = live_pod is not None and counts_boundaries(live_pod)
+    counted = live_pod is not None and not is_terminal(live_pod)
     return PodExplanation(
         cluster_id=snapshot.cluster_id,
         pod_uid=pod_uid,
@@ -280,9 +280,10 @@ def _row(
         content=content,
         content_hash=digest,
         claim_uids=" ".join(c["uid"] for c in doc["claims"] if c.get("uid")),
-        states=orjson.dumps(claim_states(doc["claims"])).decode() if counted else "",
+        states=orjson.dumps(pod_counts(doc["verdict"], doc["claims"])).decode() if counted else "",
         waiting=live_pod is not None and not is_terminal(live_pod) and doc["verdict"]["reason"] != "ok",
         counted=counted,
+        timed=live_pod is not None and not is_terminal(live_pod) and depends_on_time(doc),
         live=live_pod is not None,
         valid_from=snapshot.at,
     )
@@ -317,19 +318,20 @@ def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress 
     return len(todo)
 
 
-def claim_states_as_of(cluster_id: int, at: datetime) -> dict[str, list[ClaimStates]]:
-    """The claim states /metrics counts of every counted Pod valid at ``at``, by Pod UID."""
+def counts_as_of(cluster_id: int, at: datetime) -> dict[str, PodCounts]:
+    """What /metrics counts of every live, unfinished Pod valid at ``at``, by Pod UID."""
     rows = PodExplanation.objects.filter(
         Q(valid_to__isnull=True) | Q(valid_to__gt=at), cluster_id=cluster_id, counted=True, valid_from__lte=at
     ).values_list("pod_uid", "states")
-    return {pod: [tuple(s) for s in orjson.loads(states)] for pod, states in rows.iterator(BATCH)}
+    return {pod: orjson.loads(states) for pod, states in rows.iterator(BATCH)}
 
 
 def _render_metrics(snapshot: Snapshot, history: _SnapshotHistory) -> None:
-    """The cluster's /metrics as of the snapshot, Pods' claim states read from the rows just written."""
-    states = claim_states_as_of(snapshot.cluster_id, snapshot.at)
+    """The cluster's /metrics as of the snapshot, Pods' counts read from the rows just written; the
+    run-health families are added when it is served (failed runs after it change them)."""
+    counts = counts_as_of(snapshot.cluster_id, snapshot.at)
     thresholds = leak_thresholds()
-    text = render_metrics(history, thresholds, lambda pod: states.get(uid_of(pod)))
+    text = render_metrics(history, thresholds, None, lambda pod: counts.get(uid_of(pod)))
     MetricsText.objects.update_or_create(
         cluster_id=snapshot.cluster_id,
         defaults={"snapshot": snapshot, "thresholds": orjson.dumps(thresholds.as_dict()).decode(), "text": text},

@@ -86,7 +86,7 @@ def test_pages_read_the_stored_document(demo_history: Any, admin_client: Client)
     page = admin_client.get(f"/c/demo/pods/{POD[0]}/{POD[1]}/", secure=True)
     assert "read from the derived layer" in page.content.decode()
     MetricsText.objects.update(text="# rendered by the derivation\n")
-    assert admin_client.get("/metrics", secure=True).content.decode() == "# rendered by the derivation\n"
+    assert admin_client.get("/metrics", secure=True).content.decode().startswith("# rendered by the derivation\n# HELP")
 
 
 def test_metrics_are_rendered_for_every_snapshot_and_equal_on_read(tmp_path: Path) -> None:
@@ -169,3 +169,21 @@ def test_pruning_drops_derived_documents_no_later_query_reads(tmp_path: Path) ->
         stored = stored_explain(history, namespace, name)
         assert stored is not None
         assert stored["verdict"] == explain(history, namespace, name)["verdict"], (namespace, name)
+
+
+def test_verdicts_that_move_with_time_are_derived_again_at_every_snapshot(tmp_path: Path) -> None:
+    """A binding wait counts toward the scheduler's timeout: unchanged objects, a new message,
+    and past the timeout binding-failed; the stored documents follow."""
+    from tests.test_binding_conditions import T0 as BIND_T0
+    from tests.test_binding_conditions import cluster, held_in_prebind
+
+    dump = tmp_path / "prebind.json"
+    dump.write_bytes(b.dump_json([*cluster(), *held_in_prebind(BIND_T0 - timedelta(minutes=2))]))
+    for minutes in (0, 1, 9):
+        call_command("import-snapshot", str(dump), "--at", (BIND_T0 + timedelta(minutes=minutes)).isoformat())
+    reasons = [
+        orjson.loads(content)["verdict"]["reason"]
+        for content in PodExplanation.objects.order_by("valid_from").values_list("content", flat=True)
+    ]
+    assert reasons == ["binding-pending", "binding-pending", "binding-failed"]
+    assert assert_layer_matches_derivation("demo") == 3

@@ -14,28 +14,51 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from dashboard.domain.audit import (
+    ADMIN_ACCESS_CLAIM,
+    ADMIN_ACCESS_NAMESPACE,
+    DOUBLE_ALLOCATOR,
+    STALE_INVENTORY,
+    TEMPLATE_DRIFT,
+    audit,
+)
+from dashboard.domain.boundaries import BOUNDARIES, FAILED, PREPARE_FAILURE_REASONS, event_count, is_terminal
+from dashboard.domain.capacity import MODEL_ATTRIBUTE, UNKNOWN_MODEL
 from dashboard.domain.claims import summarize_claim
+from dashboard.domain.extended_resources import asks_extended_resources, claim_status, resource_classes
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
-from dashboard.domain.lifecycle import (
-    BOUNDARIES,
-    PREPARE_FAILURE_REASONS,
-    claim_lifecycles,
-    event_count,
-    is_terminal,
-)
+from dashboard.domain.lifecycle import claim_lifecycles
 from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.timefmt import parse_time
+from dashboard.domain.verdicts import choose_verdict
 
 PREFIX = "claimline_"
 CLAIM_STATES = ("pending", "allocated", "reserved", "deleting")
 BOUNDARY_STATES = ("ok", "pending", "failed", "unknown")
+# Declared at zero so an alert on one kind has a series to compare before the first warning.
+WARNING_KINDS = (STALE_INVENTORY, DOUBLE_ALLOCATOR, ADMIN_ACCESS_NAMESPACE, ADMIN_ACCESS_CLAIM, TEMPLATE_DRIFT)
+RUN_STATUSES = ("ok", "partial", "failed")
 # Seconds: from an immediate allocation to a claim that waited a day for devices.
 ALLOCATION_WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 3600, 6 * 3600, 24 * 3600)
 # Seconds: driver preparation is normally seconds; a DeadlineExceeded retry loop is minutes.
 PREPARATION_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class CollectionHealth:
+    """The scraped cluster's snapshot runs, as read from the database by the caller.
+
+    ``last_run_*`` is the newest finished run whatever its status; ``failures_since_success``
+    counts failed runs newer than the newest usable (ok or partial) snapshot, which is
+    the snapshot the other families describe.
+    """
+
+    last_run_at: datetime | None
+    last_run_status: str | None
+    failures_since_success: int
 
 
 @dataclass
@@ -53,6 +76,10 @@ class Family:
     def add(self, value: float, **labels: str) -> None:
         key = ("", _labels(labels))
         self.samples[key] = self.samples.get(key, 0) + value
+
+    def maximum(self, value: float, **labels: str) -> None:
+        key = ("", _labels(labels))
+        self.samples[key] = max(self.samples.get(key, value), value)
 
     def observe_all(self, values: Sequence[float], buckets: Sequence[float], **labels: str) -> None:
         base = _labels(labels)
@@ -122,7 +149,29 @@ def _inventory_families(history: HistoryView, inventory: Inventory) -> list[Fami
             newest[key] = max(newest.get(key, versions[-1].at), versions[-1].at)
     for (driver, pool), at in sorted(newest.items()):
         age.set((history.as_of - at).total_seconds(), driver=driver, pool=pool)
-    return [advertised, allocated, age]
+    return [advertised, allocated, age, *_model_families(inventory)]
+
+
+def _model_families(inventory: Inventory) -> list[Family]:
+    """Per model (the productName attribute) rather than per pool: the capacity a platform team buys."""
+    advertised = Family("model_devices_advertised", "gauge", "Advertised devices by driver and model (productName).")
+    allocated = Family(
+        "model_devices_allocated", "gauge", "Advertised devices held by an allocated claim, by driver and model."
+    )
+    for device in inventory.devices:
+        which = {"driver": device.driver, "model": str(device.attribute(MODEL_ATTRIBUTE) or UNKNOWN_MODEL)}
+        advertised.add(1, **which)
+        allocated.add(1 if device.id in inventory.holders else 0, **which)
+    return [advertised, allocated]
+
+
+def _warning_family(history: HistoryView) -> Family:
+    family = Family("inventory_warnings", "gauge", "Platform warnings (the audit report) by kind.")
+    for kind in WARNING_KINDS:
+        family.set(0, kind=kind)
+    for warning in audit(history)["warnings"]:
+        family.add(1, kind=warning["kind"])
+    return family
 
 
 def _claim_state_family(history: HistoryView) -> Family:
@@ -135,31 +184,42 @@ def _claim_state_family(history: HistoryView) -> Family:
 
 
 def _pods_with_claims(history: HistoryView) -> list[Object]:
-    pods = [p for p in history.state.of_kind("Pod") if (p.get("spec") or {}).get("resourceClaims")]
+    """Pods with ``spec.resourceClaims``, and Pods whose extended resources a DeviceClass serves."""
+    extended = set(resource_classes(history.state))
+    pods = [
+        p
+        for p in history.state.of_kind("Pod")
+        if (p.get("spec") or {}).get("resourceClaims") or claim_status(p) or asks_extended_resources(p, extended)
+    ]
     return sorted(pods, key=ns_name)
 
 
-# What the boundary families count of one claim: its key (UID, or name when unresolved), each
-# boundary's state, and the runtime boundary's reason.
-ClaimStates = tuple[str, dict[str, str], str | None]
-# A Pod's claims as counted, when a caller already has them (e.g. stored explain documents);
-# None for a Pod it has not, which is then judged here.
-StatesOf = Callable[[Object], list[ClaimStates] | None]
+# What the boundary families count of a live Pod: its verdict's (boundary, reason), and per claim
+# its key (UID, or name when unresolved), each boundary's state, the runtime reason and the node.
+ClaimCounts = tuple[str, dict[str, str], str | None, str | None]
+PodCounts = tuple[tuple[str | None, str], list[ClaimCounts]]
+# A Pod's counts when a caller already has them (e.g. stored explain documents); None for a Pod
+# it has not, which is then judged here.
+CountsOf = Callable[[Object], PodCounts | None]
 
 
-def claim_states(claims: Iterable[Mapping[str, Any]]) -> list[ClaimStates]:
-    """What the boundary families count, from explain's claim documents (``ClaimLifecycle.to_dict``)."""
-    return [
-        (
-            c.get("uid") or c["name"],
-            {b: c["boundaries"][b]["state"] for b in BOUNDARIES},
-            c["boundaries"]["runtime"].get("reason"),
-        )
-        for c in claims
-    ]
+def pod_counts(verdict: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]) -> PodCounts:
+    """What the boundary families count, from explain's verdict and claim documents."""
+    return (
+        (verdict["boundary"], verdict["reason"]),
+        [
+            (
+                c.get("uid") or c["name"],
+                {b: c["boundaries"][b]["state"] for b in BOUNDARIES},
+                c["boundaries"]["runtime"].get("reason"),
+                c.get("node"),
+            )
+            for c in claims
+        ],
+    )
 
 
-def _boundary_families(history: HistoryView, inventory: Inventory, states_of: StatesOf | None) -> list[Family]:
+def _boundary_families(history: HistoryView, inventory: Inventory, counts_of: CountsOf | None) -> list[Family]:
     by_state = Family(
         "claim_boundaries",
         "gauge",
@@ -170,35 +230,58 @@ def _boundary_families(history: HistoryView, inventory: Inventory, states_of: St
         "gauge",
         "Claims whose container cannot be created or started with the device injected (runtime-injection-failed).",
     )
+    prep_failed = Family(
+        "preparation_failed_claims",
+        "gauge",
+        "Claims of live Pods whose preparation boundary failed, by the node that failed to prepare them.",
+    )
+    pending = Family(
+        "pending_pods", "gauge", "Live Pods with claims whose verdict is not ok, by verdict boundary and reason."
+    )
+    oldest = Family(
+        "pending_pod_max_age_seconds",
+        "gauge",
+        "Seconds since creation of the oldest live Pod with that verdict boundary and reason.",
+    )
     for boundary in BOUNDARIES:
         for state in BOUNDARY_STATES:
             by_state.set(0, boundary=boundary, state=state)
     seen: set[tuple[str, str]] = set()
-    for pod in counted_pods(history):
+    for pod in _pods_with_claims(history):
+        if is_terminal(pod):
+            continue  # finished Pods' claims are the leak report's business
         namespace, _ = ns_name(pod)
         node = str((pod.get("spec") or {}).get("nodeName") or "")
-        states = states_of(pod) if states_of is not None else None
-        if states is None:
-            states = claim_states(lc.to_dict() for lc in claim_lifecycles(history, pod, inventory=inventory))
-        for key, boundaries, runtime_reason in states:
-            if (uid_of(pod), key) in seen:
+        counts = counts_of(pod) if counts_of is not None else None
+        if counts is None:
+            lifecycles = claim_lifecycles(history, pod, inventory=inventory)
+            counts = pod_counts(choose_verdict(pod, lifecycles), (lc.to_dict() for lc in lifecycles))
+        verdict, claims = counts
+        _count_pending(pending, oldest, history, pod, {"boundary": verdict[0], "reason": verdict[1]})
+        for claim_key, states, runtime_reason, claim_node in claims:
+            key = (uid_of(pod), claim_key)
+            if key in seen:
                 continue
-            seen.add((uid_of(pod), key))
+            seen.add(key)
             for boundary in BOUNDARIES:
-                by_state.add(1, boundary=boundary, state=boundaries[boundary])
+                by_state.add(1, boundary=boundary, state=states[boundary])
             if runtime_reason == "runtime-injection-failed":
                 injection.add(1, namespace=namespace, node=node)
-    return [by_state, injection]
+            if states["preparation"] == FAILED:
+                prep_failed.add(1, node=claim_node or node)
+    return [by_state, injection, prep_failed, pending, oldest]
 
 
-def counts_boundaries(pod: Object) -> bool:
-    """A live Pod whose claims the boundary families count: it has claims and has not finished
-    (finished Pods' claims are the leak report's business)."""
-    return bool((pod.get("spec") or {}).get("resourceClaims")) and not is_terminal(pod)
-
-
-def counted_pods(history: HistoryView) -> list[Object]:
-    return [p for p in _pods_with_claims(history) if counts_boundaries(p)]
+def _count_pending(
+    pending: Family, oldest: Family, history: HistoryView, pod: Object, verdict: Mapping[str, Any]
+) -> None:
+    """A Pod counts from its creation: how long it has waited is what "pending for N minutes" means."""
+    if verdict["boundary"] is None:
+        return
+    where = {"boundary": str(verdict["boundary"]), "reason": str(verdict["reason"])}
+    pending.add(1, **where)
+    created = parse_time(meta(pod).get("creationTimestamp"))
+    oldest.maximum(max((history.as_of - created).total_seconds(), 0.0) if created else 0.0, **where)
 
 
 def _allocation_waits(history: HistoryView) -> list[float]:
@@ -271,12 +354,37 @@ def _leak_families(history: HistoryView, thresholds: Thresholds) -> list[Family]
     return [flagged, devices, hours]
 
 
+def _collection_families(health: CollectionHealth) -> list[Family]:
+    last_run = Family(
+        "collection_last_run_timestamp_seconds", "gauge", "Unix time of the newest finished snapshot run."
+    )
+    status = Family("collection_last_run_status", "gauge", "1 for the newest finished snapshot run's status, else 0.")
+    failures = Family(
+        "collection_failures_since_success",
+        "gauge",
+        "Failed snapshot runs newer than the newest usable (ok or partial) snapshot.",
+    )
+    if health.last_run_at is not None:
+        last_run.set(health.last_run_at.timestamp())
+    for name in RUN_STATUSES:
+        status.set(1 if health.last_run_status == name else 0, status=name)
+    failures.set(health.failures_since_success)
+    return [last_run, status, failures]
+
+
 def families(
-    history: HistoryView, thresholds: Thresholds | None = None, states_of: StatesOf | None = None
+    history: HistoryView,
+    thresholds: Thresholds | None = None,
+    collection: CollectionHealth | None = None,
+    counts_of: CountsOf | None = None,
 ) -> list[Family]:
-    """Every family as of ``history.as_of``; ``states_of`` gives a Pod's claim states instead of judging it."""
+    """Every family as of ``history.as_of``; ``counts_of`` gives a Pod's counts instead of judging it."""
     inventory = Inventory.of(history.state)
-    as_of = Family("as_of_timestamp_seconds", "gauge", "Unix time of the snapshot these metrics describe.")
+    as_of = Family(
+        "as_of_timestamp_seconds",
+        "gauge",
+        "Unix time of the snapshot these metrics describe: the newest usable (ok or partial) one.",
+    )
     as_of.set(history.as_of.timestamp())
     wait = Family("allocation_wait_seconds", "histogram", "Live claims: creationTimestamp to allocationTimestamp.")
     wait.observe_all(_allocation_waits(history), ALLOCATION_WAIT_BUCKETS)
@@ -290,19 +398,33 @@ def families(
         as_of,
         *_inventory_families(history, inventory),
         _claim_state_family(history),
-        *_boundary_families(history, inventory, states_of),
+        *_boundary_families(history, inventory, counts_of),
         wait,
         prep,
         _preparation_failures(history),
         *_leak_families(history, thresholds or Thresholds()),
+        _warning_family(history),
+        *(_collection_families(collection) if collection else ()),
     ]
 
 
 def render_metrics(
-    history: HistoryView, thresholds: Thresholds | None = None, states_of: StatesOf | None = None
+    history: HistoryView,
+    thresholds: Thresholds | None = None,
+    collection: CollectionHealth | None = None,
+    counts_of: CountsOf | None = None,
 ) -> str:
-    """The exposition text; ends with a newline as the format requires."""
+    """The exposition text; ends with a newline as the format requires.
+
+    ``collection`` adds the run-health families; without it (a dump, a test) they are left out.
+    """
     lines: list[str] = []
-    for family in families(history, thresholds, states_of):
+    for family in families(history, thresholds, collection, counts_of):
         lines.extend(family.render())
     return "\n".join(lines) + "\n"
+
+
+def render_collection(health: CollectionHealth) -> str:
+    """The run-health families alone: ``render_metrics`` without them, then this, is the whole text
+    (they come last), so a text rendered at collection time can be completed when it is served."""
+    return "\n".join(line for family in _collection_families(health) for line in family.render()) + "\n"

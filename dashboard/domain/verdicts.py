@@ -12,20 +12,13 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from dashboard.domain.boundaries import BOUNDARIES, FAILED, OK, PENDING, ClaimLifecycle, is_terminal
 from dashboard.domain.inventory import Inventory
-from dashboard.domain.lifecycle import (
-    BOUNDARIES,
-    FAILED,
-    OK,
-    PENDING,
-    ClaimLifecycle,
-    is_terminal,
-    last_known,
-    pod_lifecycle,
-    timeline,
-)
+from dashboard.domain.lifecycle import pod_lifecycle
+from dashboard.domain.pod_claims import last_known
 from dashboard.domain.state import HistoryView, Object, meta, ns_name
 from dashboard.domain.timefmt import rfc3339
+from dashboard.domain.timeline import timeline
 
 
 class PodNotFound(LookupError):
@@ -151,6 +144,18 @@ def explain_incarnation(
         "verdict": _as_last_seen(choose_verdict(pod, judged.claims), gone_at),
         "timeline": entries,
     }
+
+
+# Boundary reasons whose judgement changes with time alone, the objects unchanged: a binding wait
+# counts toward the scheduler's timeout ("for N s", then binding-failed).
+TIME_DEPENDENT_REASONS = frozenset({"binding-pending"})
+
+
+def depends_on_time(incarnation: Mapping[str, Any]) -> bool:
+    """Whether a live incarnation's document (``explain_incarnation``) would read differently later."""
+    return any(
+        b.get("reason") in TIME_DEPENDENT_REASONS for c in incarnation["claims"] for b in c["boundaries"].values()
+    )
 
 
 def explain_document(

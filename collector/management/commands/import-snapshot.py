@@ -10,6 +10,7 @@ from collector.dumps import DumpError, parse_dump_files
 from collector.management.commands._clusters import default_cluster_name
 from collector.timeparse import parse_rfc3339
 from derived.writer import derive_after_write
+from notify.hooks import after_snapshot
 
 
 class Command(BaseCommand):
@@ -39,6 +40,7 @@ class Command(BaseCommand):
             raise CommandError(f"nothing imported: {exc}") from None
         result = history.write_snapshot(snapshot, dump.objects, dump.kinds, finished=timezone.now())
         derive_after_write(snapshot)
+        after_snapshot(snapshot, timezone.now)
         ignored = ", ".join(f"{n} {k}" for k, n in sorted(dump.ignored.items()))
         self.stdout.write(
             f"snapshot {snapshot.pk} of {cluster.name} at {at.isoformat()}: {result.objects_seen} objects, "
