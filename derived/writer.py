@@ -33,6 +33,8 @@ import orjson
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.inventory import Inventory
@@ -129,7 +131,6 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             pods = affected_pods(snapshot) if snapshot.versions_written or snapshot.deletions else set()
             pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
         written = _write(snapshot, history, pods)
-        _render_metrics(snapshot, history)
         DerivedSnapshot.objects.create(
             snapshot=snapshot,
             version=DOMAIN_VERSION,
@@ -146,14 +147,34 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
 
 def derive_after_write(snapshot: Snapshot) -> Derivation | None:
     """The collection path's call: a derivation that fails is logged and leaves the snapshot
-    underived (pages then derive on read, and the next snapshot derives every live Pod)."""
+    underived (pages then derive on read, and the next snapshot derives every live Pod).
+
+    /metrics is rendered after it: by a Celery task of its own when Celery schedules collections
+    (rendering can outlast a collection interval on a big cluster, and must not hold the
+    collection lock), else here.
+    """
     if not settings.CLAIMLINE_DERIVE:
         return None
     try:
-        return derive_snapshot(snapshot)
+        result = derive_snapshot(snapshot)
     except Exception:
         log.exception("deriving snapshot %s of cluster %s failed", snapshot.pk, snapshot.cluster_id)
         return None
+    if result is None:
+        return None
+    if settings.CLAIMLINE_SCHEDULER == "celery":
+        from collector.celery import app
+
+        try:
+            app.send_task("derived.tasks.render_metrics", args=(snapshot.pk,))
+        except (OperationalError, RedisError) as exc:
+            log.warning("cannot queue the metrics of %s: %s", snapshot, exc)
+    else:
+        try:
+            render_latest_metrics(snapshot)
+        except Exception:
+            log.exception("rendering the metrics of snapshot %s failed", snapshot.pk)
+    return result
 
 
 def _open(cluster_id: int) -> Any:
@@ -315,6 +336,7 @@ def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress 
         result = derive_snapshot(run)
         if progress is not None:
             progress(i, len(todo), run, result)
+    render_latest_metrics(todo[-1])
     return len(todo)
 
 
@@ -326,9 +348,17 @@ def counts_as_of(cluster_id: int, at: datetime) -> dict[str, PodCounts]:
     return {pod: orjson.loads(states) for pod, states in rows.iterator(BATCH)}
 
 
-def _render_metrics(snapshot: Snapshot, history: _SnapshotHistory) -> None:
-    """The cluster's /metrics as of the snapshot, Pods' counts read from the rows just written; the
-    run-health families are added when it is served (failed runs after it change them)."""
+def render_latest_metrics(snapshot: Snapshot) -> bool:
+    """Store the cluster's /metrics as of ``snapshot``, Pods' counts read from its derived rows;
+    the run-health families are added when it is served (failed runs after it change them).
+
+    False, rendering nothing, when a newer snapshot exists (its own rendering follows) or the
+    snapshot is not derived.
+    """
+    newer = Snapshot.objects.filter(cluster_id=snapshot.cluster_id, status__in=USABLE, at__gt=snapshot.at)
+    if newer.exists() or not covered(snapshot.pk):
+        return False
+    history = StoredHistory(snapshot.cluster, snapshot.at)
     counts = counts_as_of(snapshot.cluster_id, snapshot.at)
     thresholds = leak_thresholds()
     text = render_metrics(history, thresholds, None, lambda pod: counts.get(uid_of(pod)))
@@ -336,6 +366,7 @@ def _render_metrics(snapshot: Snapshot, history: _SnapshotHistory) -> None:
         cluster_id=snapshot.cluster_id,
         defaults={"snapshot": snapshot, "thresholds": orjson.dumps(thresholds.as_dict()).decode(), "text": text},
     )
+    return True
 
 
 def forget_from(cluster: Cluster, at: datetime) -> None:

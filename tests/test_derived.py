@@ -187,3 +187,19 @@ def test_verdicts_that_move_with_time_are_derived_again_at_every_snapshot(tmp_pa
     ]
     assert reasons == ["binding-pending", "binding-pending", "binding-failed"]
     assert assert_layer_matches_derivation("demo") == 3
+
+
+def test_with_celery_metrics_are_rendered_by_a_task_of_their_own(tmp_path: Path, settings: Any) -> None:
+    """Rendering can outlast a collection: never inline then, and only for the newest snapshot."""
+    from derived.tasks import render_metrics
+
+    settings.CLAIMLINE_SCHEDULER = "celery"
+    dump = tmp_path / "cluster.json"
+    dump.write_bytes(b.dump_json(small_cluster()))
+    for minutes in (0, 1):
+        call_command("import-snapshot", str(dump), "--at", (T0 + timedelta(minutes=minutes)).isoformat())
+    assert DerivedSnapshot.objects.count() == 2 and not MetricsText.objects.exists()
+    first, second = Snapshot.objects.order_by("at")
+    assert render_metrics(first.pk) == "skipped"
+    assert render_metrics(second.pk) == "rendered"
+    assert MetricsText.objects.get().snapshot == second
