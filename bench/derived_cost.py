@@ -13,7 +13,7 @@ per-process history cache emptied before every request, as after each new 30 s s
 - ``rebuild-derived`` over the history (its first snapshot derives every live Pod);
 - after: the same requests, now read from the layer;
 - the write side: ``derive_snapshot`` of one more unchanged snapshot, and of one more generation
-  (1% churn).
+  (1% churn); then rendering /metrics for it (a Celery task of its own after a collection).
 
 Prints a JSON line per measurement (seconds; medians of ``--repeat``).
 """
@@ -107,7 +107,7 @@ def run(nodes: int, hours: int, repeat: int) -> None:
     from django.test import Client
 
     from collector.history import get_cluster
-    from derived.writer import derive_snapshot
+    from derived.writer import derive_snapshot, render_latest_metrics
 
     cluster = get_cluster("bench")
     gens = generations(nodes, WEEK_START, hours + 1, CHURN)
@@ -137,6 +137,9 @@ def run(nodes: int, hours: int, repeat: int) -> None:
     result = derive_snapshot(snap)
     emit(nodes=nodes, step="derive 1% churn snapshot", seconds=round(time.perf_counter() - start, 3),
          versions=snap.versions_written, deletions=snap.deletions, result=result.describe() if result else None)
+    start = time.perf_counter()
+    render_latest_metrics(snap)
+    emit(nodes=nodes, step="render /metrics (its own task)", seconds=round(time.perf_counter() - start, 3))
 
 
 def main() -> None:
