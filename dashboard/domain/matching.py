@@ -408,7 +408,9 @@ class Simulation:
         if shortages:
             shown = "; ".join(s.sentence() for s in shortages[:2])
             more = f"; {len(shortages) - 2} more likewise" if len(shortages) > 2 else ""
-            parts.append(f"{len(shortages)} lack shared counters or capacity other claims hold: {shown}{more}")
+            verb = "lacks" if len(shortages) == 1 else "lack"
+            lack = f"{len(shortages)} of them {verb} shared counters or capacity other claims hold"
+            parts.append(f"{lack}: {shown}{more}")
         return (
             f"{subject} needs {failing.ask.wants()} and {len(failing.matching)} match on {failing.node}, "
             f"but {'; '.join(parts)}"

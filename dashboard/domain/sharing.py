@@ -386,33 +386,35 @@ class Sharing:
         return Take(counters, share)
 
     def shortage(self, device: AdvertisedDevice, take: Take, usage: Usage | None = None) -> Shortage | None:
-        """The first counter or capacity the device lacks for ``take``; None when it fits."""
+        """What the device lacks for ``take`` (the scarcest counter or capacity); None when it fits."""
+        found: list[Shortage] = []
         for key, amounts in take.counters.items():
-            total_set = self.ledger.counter_sets.get(key)
+            total_set = self.ledger.counter_sets.get(key) or {}
             for name, needed in amounts.items():
-                total = (total_set or {}).get(name)
+                total = total_set.get(name)
                 if total is None:
-                    continue  # the set or counter is not advertised (yet): the allocator would refuse, nothing to show
+                    continue  # not advertised (yet): nothing to compare with
                 holders = self.ledger.counter_holders(key, name, self.exclude)
                 pending = (usage.counters.get(key, {}).get(name) if usage else None) or Quantity()
                 free = total - _total(holders) - pending
                 if free < needed:
-                    return Shortage(
-                        device, "counter", key[2], name, needed, total, _clip(free), tuple(holders), pending
+                    found.append(
+                        Shortage(device, "counter", key[2], name, needed, total, _clip(free), tuple(holders), pending)
                     )
-        if take.share:
-            capacities = device_capacities(device)
-            for name, needed in take.share.items():
-                total = capacities[name][0]
-                holders = self.ledger.capacity_holders(device.id, name, self.exclude)
-                pending = (usage.capacity.get(device.id, {}).get(name) if usage else None) or Quantity()
-                free = total - _total(holders) - pending
-                if free < needed:
-                    short = short_name(name, device.driver)
-                    return Shortage(
+        capacities = device_capacities(device) if take.share else {}
+        for name, needed in take.share.items():
+            total = capacities[name][0]
+            holders = self.ledger.capacity_holders(device.id, name, self.exclude)
+            pending = (usage.capacity.get(device.id, {}).get(name) if usage else None) or Quantity()
+            free = total - _total(holders) - pending
+            if free < needed:
+                short = short_name(name, device.driver)
+                found.append(
+                    Shortage(
                         device, "capacity", device.name, short, needed, total, _clip(free), tuple(holders), pending
                     )
-        return None
+                )
+        return min(found, key=_scarcity) if found else None
 
     def unavailable(self, device: AdvertisedDevice) -> Shortage | None:
         """Whether any allocation of the device is impossible now (for match-devices).
@@ -438,6 +440,11 @@ def _smallest_share(value: Quantity, policy: Mapping[str, Any] | None) -> Quanti
         return low
     default = _quantity(policy.get("default"))
     return default if default is not None and default.nanos > 0 else Quantity(1)
+
+
+def _scarcity(s: Shortage) -> tuple[Fraction, str]:
+    """Sorts the largest share of the whole missing first; ties by name."""
+    return (-Fraction(s.needed.nanos - s.free.nanos, max(s.total.nanos, 1)), s.name)
 
 
 def _clip(q: Quantity) -> Quantity:
