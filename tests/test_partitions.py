@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from fractions import Fraction
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.matching import Stage, simulate
@@ -211,3 +213,16 @@ def test_held_fraction_of_a_partition_is_its_largest_counter_share() -> None:
     ledger = Ledger.of(inventory)
     holders = ledger.counter_holders((GPU, NODE, "gpu-0-counters"), "compute-slices")
     assert [(h.label, str(h.amount)) for h in holders] == [("ml/part-a", "3")]
+
+
+@pytestmark_db
+def test_the_playground_and_the_api_show_unavailable_matches(tmp_path: Path, admin_client: Any) -> None:
+    import_objects(tmp_path, cluster(0))
+    expression = f"device.attributes['{GPU}'].type == 'gpu'"
+    page = admin_client.get("/c/demo/playground/", {"expression": expression}).content.decode()
+    assert "no: counter set gpu-0-counters: memory 40Gi of 80Gi free (ml/part-a holds 40Gi)" in page
+    api = admin_client.get("/api/match-devices", {"expression": expression}).json()
+    assert [(m["device"], m["available"]) for m in api["matched"]] == [("gpu-0", False)]
+    text = StringIO()
+    call_command("match-devices", "--expression", expression, stdout=text)
+    assert "gpu-0 on h100-0 (unavailable: counter set gpu-0-counters" in text.getvalue()
