@@ -512,10 +512,14 @@ class _Placement:
         self.own = own
         self.usage = Usage()
         self.claim_picks: list[Picked] = []  # the current claim's, for its constraints
+        self.plain = not sharing.ledger.accounted  # no partitions or shared devices at all: the common case
 
     def try_ask(self, analysis: RequestAnalysis, ask: DeviceAsk, pick: bool = True) -> AskOnNode:
         matches = analysis.reachable_matches(ask, self.node)
-        matching = [d for d in matches if d.id not in self.taken and not self._taken_by_pod(analysis, ask, d)]
+        taken = self.taken
+        matching = [d for d in matches if d.id not in taken]
+        if self.usage and not ask.admin_access:
+            matching = [d for d in matching if not self._taken_by_pod(analysis, ask, d)]
         result = AskOnNode(
             ask, analysis.claim_name, self.node.name, Stage.NO_MATCH, ask.count, matching, len(matches) - len(matching)
         )
@@ -547,12 +551,16 @@ class _Placement:
         return result
 
     def _find_unavailable(self, analysis: RequestAnalysis, ask: DeviceAsk, result: AskOnNode) -> None:
+        holders = self.inventory.holders
         for device in result.matching:
-            if not device.shareable:
-                holder = self.inventory.holders.get(device.id)
+            accounted = not self.plain and self.sharing.accounted(device)
+            if not accounted or not device.shareable:
+                holder = holders.get(device.id)
                 if holder is not None and uid_of(holder) not in self.own:
                     result.held[device.id] = holder
                     continue
+            if not accounted:
+                continue
             take = self._take_of(analysis, ask, device, None)
             if not take.empty:
                 shortage = self.sharing.shortage(device, take)
@@ -565,7 +573,7 @@ class _Placement:
 
     def _taken_by_pod(self, analysis: RequestAnalysis, ask: DeviceAsk, device: AdvertisedDevice) -> bool:
         """Free of other claims, but the Pod's earlier picks took the counters or capacity it needs."""
-        if not self.usage or ask.admin_access:
+        if not self.sharing.accounted(device):
             return False
         take = self._take_of(analysis, ask, device, self.usage)
         if take.empty or self.sharing.shortage(device, take, self.usage) is None:
@@ -596,11 +604,10 @@ class _Placement:
     def _pick(self, analysis: RequestAnalysis, ask: DeviceAsk, result: AskOnNode) -> None:
         constraints = applying(analysis.constraints, ask.name)
         choice = Choice(ask.name, result.needed, result.usable, (analysis, ask))
-        accounted = any(device_counters(d) or d.shareable for d in result.usable)
+        accounted = not self.plain and any(self.sharing.accounted(d) for d in result.usable)
         if not constraints and not accounted:
             result.picked = result.usable[: result.needed]  # nothing can conflict: the first ones
-            for device in result.picked:
-                self.taker(choice, device)
+            self.taken.update(d.id for d in result.picked)
         else:
             outcome = search([[choice]], constraints, self.taker, self.claim_picks)
             if outcome.picks is None:
@@ -616,11 +623,11 @@ class _Placement:
         When that leaves a constraint unsatisfied, the claim is searched as a whole,
         since an earlier request's other choice may let a later one fit.
         """
-        before = (set(self.taken), self.usage.copy())
+        constrained = any(a.constraints for a in analyses)
+        before = (set(self.taken), self.usage.copy()) if constrained else None
         self.claim_picks = []
         asks = [self._place_request(a) for a in analyses]
-        constrained = any(a.constraints for a in analyses)
-        if constrained and any(a.stage < Stage.FITS for a in asks) and any(a.conflict for a in asks):
+        if before is not None and any(a.stage < Stage.FITS for a in asks) and any(a.conflict for a in asks):
             after = (set(self.taken), self.usage.copy(), list(self.claim_picks))
             self.taken.clear()
             self.taken.update(before[0])

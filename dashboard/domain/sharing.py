@@ -224,10 +224,13 @@ class Ledger:
     counter_sets: dict[CounterSetKey, Amounts]
     counters: dict[CounterSetKey, dict[str, list[Holding]]] = field(default_factory=dict)
     capacity: dict[DeviceId, dict[str, list[Holding]]] = field(default_factory=dict)
+    # Devices whose allocation takes counters or capacity; the others need no accounting (most do not).
+    accounted: frozenset[DeviceId] = frozenset()
 
     @classmethod
     def of(cls, inventory: Inventory) -> Ledger:
         ledger = cls(counter_sets(inventory.state))
+        ledger.accounted = frozenset(d.id for d in inventory.devices if d.shareable or d.entry.get("consumesCounters"))
         counted: set[DeviceId] = set()
         for claim in sorted(inventory.state.of_kind("ResourceClaim"), key=ns_name):
             results = ((allocation(claim) or {}).get("devices") or {}).get("results") or ()
@@ -374,6 +377,10 @@ class Sharing:
     def __init__(self, ledger: Ledger, own_claims: Iterable[str] = ()) -> None:
         self.ledger = ledger
         self.exclude = frozenset(own_claims)
+
+    def accounted(self, device: AdvertisedDevice) -> bool:
+        """Whether allocating the device takes counters or capacity (to skip the rest quickly)."""
+        return device.id in self.ledger.accounted
 
     def take(self, device: AdvertisedDevice, share: Amounts, usage: Usage | None = None) -> Take:
         counters = device_counters(device)
