@@ -226,3 +226,36 @@ def test_the_playground_and_the_api_show_unavailable_matches(tmp_path: Path, adm
     text = StringIO()
     call_command("match-devices", "--expression", expression, stdout=text)
     assert "gpu-0 on h100-0 (unavailable: counter set gpu-0-counters" in text.getvalue()
+
+
+def test_a_shared_device_takes_its_counters_once() -> None:
+    """A GPU with allowMultipleAllocations on the counter set: its second share takes no counters again."""
+    counters, devices = b.partitioned_gpu(NODE, partitions=1)
+    shared = {**b.shared_gpu("gpu-0", NODE), "consumesCounters": devices[0]["consumesCounters"]}
+    objects = [
+        b.node(NODE, CREATED),
+        b.device_class(),
+        b.device_class(MIG_CLASS, selectors=[MIG]),
+        b.counter_slice(NODE, [counters]),
+        b.resource_slice(NODE, [shared, devices[1]], slice_count=2),
+        b.claim(
+            NS, "share-a", [b.request()], CREATED, allocated=[b.shared_result("gpu", NODE, "gpu-0", {"memory": "20Gi"})]
+        ),
+        b.claim(NS, "share", [b.with_capacity(b.request(), {"memory": "20Gi"})], CREATED),
+        b.claim(NS, "part", [b.request(device_class=MIG_CLASS)], CREATED),
+    ]
+    state = state_of(*objects)
+    assert run(state, "share").reason is None
+    two = b.claim(
+        NS,
+        "two",
+        [b.with_capacity(b.request("a"), {"memory": "20Gi"}), b.with_capacity(b.request("b"), {"memory": "20Gi"})],
+        CREATED,
+    )
+    assert run(state_of(*objects, two), "two").reason is None
+    partition = run(state, "part")
+    assert partition.reason == "devices-in-use"
+    assert (
+        "gpu-0-mig-3g-0 needs counter set gpu-0-counters memory 40Gi, but ml/share-a holds 80Gi of it"
+        in partition.message()
+    )

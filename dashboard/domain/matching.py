@@ -47,7 +47,7 @@ from dashboard.domain.inventory import (
     Inventory,
     NodeInfo,
 )
-from dashboard.domain.picking import Choice, search
+from dashboard.domain.picking import BUDGET, Choice, search
 from dashboard.domain.sharing import (
     Amounts,
     Sharing,
@@ -188,6 +188,7 @@ class Conflict:
 
     constraint: Constraint | None
     earlier: tuple[Picked, ...] = ()  # devices the claim's previous requests took
+    exhausted: bool = False  # the search gave up before trying every combination
 
 
 @dataclass
@@ -434,11 +435,11 @@ def _conflict_message(subject: str, failing: AskOnNode, conflict: Conflict) -> s
         )
     sets = sorted({key[2] for d in failing.usable for key in device_counters(d)})
     shared = [d.name for d in failing.usable if d.shareable]
+    head = f"{subject} needs {ask.wants()} on one node: {failing.node} has {len(failing.usable)} free"
+    if conflict.exhausted:
+        return f"{head}, but no {failing.needed} of them were found to go together within {BUDGET} tries"
     what = f"counter set {', '.join(sets)}" if sets else f"the capacity of {', '.join(shared[:4])}"
-    return (
-        f"{subject} needs {ask.wants()} on one node: {failing.node} has {len(failing.usable)} free, "
-        f"but no {failing.needed} of them fit {what} together"
-    )
+    return f"{head}, but no {failing.needed} of them fit {what} together"
 
 
 def _claim_label(claim: Object) -> str:
@@ -588,14 +589,14 @@ class _Placement:
         if take is not None and not take.empty:
             if self.sharing.shortage(device, take, self.usage) is not None:
                 return None
-            self.usage.add(take.counters, device.id, take.share)
+            self.usage.add(take, device)
         exclusive = not device.shareable
         if exclusive:
             self.taken.add(device.id)
 
         def undo() -> None:
             if take is not None and not take.empty:
-                self.usage.add(take.counters, device.id, take.share, sign=-1)
+                self.usage.add(take, device, sign=-1)
             if exclusive:
                 self.taken.discard(device.id)
 
@@ -612,7 +613,8 @@ class _Placement:
             outcome = search([[choice]], constraints, self.taker, self.claim_picks)
             if outcome.picks is None:
                 result.stage = Stage.TOO_FEW
-                result.conflict = Conflict(outcome.blocking_constraint(), tuple(self.claim_picks))
+                constraint = outcome.blocking_constraint()
+                result.conflict = Conflict(constraint, tuple(self.claim_picks), outcome.exhausted)
                 return
             result.picked = outcome.picks[0][1]
         self.claim_picks += [(ask.name, d) for d in result.picked]

@@ -226,6 +226,7 @@ class Ledger:
     capacity: dict[DeviceId, dict[str, list[Holding]]] = field(default_factory=dict)
     # Devices whose allocation takes counters or capacity; the others need no accounting (most do not).
     accounted: frozenset[DeviceId] = frozenset()
+    sharers: dict[DeviceId, list[str]] = field(default_factory=dict)  # claims holding shares of a device
 
     @classmethod
     def of(cls, inventory: Inventory) -> Ledger:
@@ -247,6 +248,7 @@ class Ledger:
                         for name, amount in amounts.items():
                             ledger.counters.setdefault(key, {}).setdefault(name, []).append(Holding(claim, amount))
                 if device.shareable:
+                    ledger.sharers.setdefault(device_id, []).append(uid_of(claim))
                     for name, amount in _consumed_capacity(result, device).items():
                         ledger.capacity.setdefault(device_id, {}).setdefault(name, []).append(Holding(claim, amount))
         return ledger
@@ -259,8 +261,9 @@ class Ledger:
         skip = set(exclude)
         return [h for h in self.capacity.get(device_id, {}).get(name, ()) if h.claim_uid not in skip]
 
-    def capacity_in_use(self, device_id: DeviceId, exclude: Iterable[str] = ()) -> bool:
-        return any(self.capacity_holders(device_id, name, exclude) for name in self.capacity.get(device_id, {}))
+    def shared_in_use(self, device_id: DeviceId, exclude: Iterable[str] = ()) -> bool:
+        skip = set(exclude)
+        return any(uid not in skip for uid in self.sharers.get(device_id, ()))
 
 
 _LEDGERS: weakref.WeakKeyDictionary[Inventory, Ledger] = weakref.WeakKeyDictionary()
@@ -336,16 +339,20 @@ class Usage:
 
     counters: dict[CounterSetKey, Amounts] = field(default_factory=dict)
     capacity: dict[DeviceId, Amounts] = field(default_factory=dict)
+    shares: dict[DeviceId, int] = field(default_factory=dict)  # picks of devices with allowMultipleAllocations
 
     def __bool__(self) -> bool:
-        return bool(self.counters or self.capacity)
+        return bool(self.counters or self.capacity or any(self.shares.values()))
 
     def copy(self) -> Usage:
-        return Usage({k: dict(v) for k, v in self.counters.items()}, {k: dict(v) for k, v in self.capacity.items()})
+        counters = {k: dict(v) for k, v in self.counters.items()}
+        return Usage(counters, {k: dict(v) for k, v in self.capacity.items()}, dict(self.shares))
 
-    def add(
-        self, counters: Mapping[CounterSetKey, Amounts], device_id: DeviceId, share: Amounts, sign: int = 1
-    ) -> None:
+    def add(self, take: Take, device: AdvertisedDevice, sign: int = 1) -> None:
+        """Counts (``sign=-1``: uncounts) one pick of the device."""
+        counters, share, device_id = take.counters, take.share, device.id
+        if device.shareable:
+            self.shares[device_id] = self.shares.get(device_id, 0) + sign
         for key, amounts in counters.items():
             held = self.counters.setdefault(key, {})
             for name, amount in amounts.items():
@@ -354,9 +361,6 @@ class Usage:
             held = self.capacity.setdefault(device_id, {})
             for name, amount in share.items():
                 held[name] = held.get(name, Quantity()) + (amount if sign > 0 else -amount)
-
-    def capacity_taken(self, device_id: DeviceId) -> bool:
-        return any(q for q in self.capacity.get(device_id, {}).values())
 
 
 @dataclass(frozen=True)
@@ -385,8 +389,8 @@ class Sharing:
     def take(self, device: AdvertisedDevice, share: Amounts, usage: Usage | None = None) -> Take:
         counters = device_counters(device)
         if counters and device.shareable:
-            in_use = self.ledger.capacity_in_use(device.id, self.exclude) or (
-                usage is not None and usage.capacity_taken(device.id)
+            in_use = self.ledger.shared_in_use(device.id, self.exclude) or (
+                usage is not None and usage.shares.get(device.id, 0) > 0
             )
             if in_use:
                 counters = {}  # an already shared device has taken its counters
