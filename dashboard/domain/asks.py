@@ -99,13 +99,19 @@ def _capacity_requests(raw: Any) -> tuple[tuple[str, Quantity], ...]:
     return tuple(sorted(out, key=lambda kv: kv[0]))
 
 
-def claim_requests(claim: Object) -> list[ClaimRequest]:
-    """The requests of a ResourceClaim (or of a template's claim spec)."""
+def device_claim(claim: Object) -> dict[str, Any]:
+    """``spec.devices`` of a ResourceClaim, or of the claim spec of a ResourceClaimTemplate."""
     spec = claim.get("spec") or {}
     if "spec" in spec and "devices" not in spec:  # a ResourceClaimTemplate
         spec = spec["spec"] or {}
+    devices = spec.get("devices")
+    return devices if isinstance(devices, dict) else {}
+
+
+def claim_requests(claim: Object) -> list[ClaimRequest]:
+    """The requests of a ResourceClaim (or of a template's claim spec)."""
     out = []
-    for req in (spec.get("devices") or {}).get("requests") or ():
+    for req in device_claim(claim).get("requests") or ():
         if not isinstance(req, dict):
             continue
         name = str(req.get("name") or "")

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dashboard.domain.asks import device_claim
 from dashboard.domain.inventory import AdvertisedDevice
 from dashboard.domain.state import Object
 
@@ -44,11 +45,8 @@ class Constraint:
 
 def claim_constraints(claim: Object) -> tuple[Constraint, ...]:
     """The constraints of a claim (or of a template's claim spec)."""
-    spec = claim.get("spec") or {}
-    if "spec" in spec and "devices" not in spec:  # a ResourceClaimTemplate
-        spec = spec["spec"] or {}
     out = []
-    for raw in (spec.get("devices") or {}).get("constraints") or ():
+    for raw in device_claim(claim).get("constraints") or ():
         if not isinstance(raw, dict):
             continue
         requests = tuple(str(r) for r in raw.get("requests") or ())
