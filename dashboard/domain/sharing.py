@@ -21,7 +21,7 @@ Rules kept from the allocator:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -37,6 +37,7 @@ from dashboard.domain.quantity import Quantity, QuantityError
 from dashboard.domain.state import ClusterState, Object, ns_name, uid_of
 
 CounterSetKey = tuple[str, str, str]  # (driver, pool, counter set name)
+_UNSET = object()
 Amounts = dict[str, Quantity]
 
 
@@ -227,11 +228,21 @@ class Ledger:
     # Devices whose allocation takes counters or capacity; the others need no accounting (most do not).
     accounted: frozenset[DeviceId] = frozenset()
     sharers: dict[DeviceId, list[str]] = field(default_factory=dict)  # claims holding shares of a device
+    uses: dict[DeviceId, dict[CounterSetKey, Amounts]] = field(default_factory=dict)  # devices' consumesCounters
+    capacities: dict[DeviceId, dict[str, tuple[Quantity, Mapping[str, Any] | None]]] = field(default_factory=dict)
+    holder_uids: frozenset[str] = frozenset()
+    _held: dict[tuple[Any, ...], int] = field(default_factory=dict, repr=False)
+    shortages: dict[DeviceId, object] = field(default_factory=dict, repr=False)  # see Sharing.shortage
 
     @classmethod
     def of(cls, inventory: Inventory) -> Ledger:
         ledger = cls(counter_sets(inventory.state))
-        ledger.accounted = frozenset(d.id for d in inventory.devices if d.shareable or d.entry.get("consumesCounters"))
+        for advertised in inventory.devices:  # parsed once: every simulation reads them per node and claim
+            if advertised.entry.get("consumesCounters"):
+                ledger.uses[advertised.id] = device_counters(advertised)
+            if advertised.shareable:
+                ledger.capacities[advertised.id] = device_capacities(advertised)
+        ledger.accounted = frozenset(ledger.uses) | frozenset(ledger.capacities)
         counted: set[DeviceId] = set()
         for claim in sorted(inventory.state.of_kind("ResourceClaim"), key=ns_name):
             results = ((allocation(claim) or {}).get("devices") or {}).get("results") or ()
@@ -251,7 +262,28 @@ class Ledger:
                     ledger.sharers.setdefault(device_id, []).append(uid_of(claim))
                     for name, amount in _consumed_capacity(result, device).items():
                         ledger.capacity.setdefault(device_id, {}).setdefault(name, []).append(Holding(claim, amount))
+        ledger.holder_uids = frozenset(
+            h.claim_uid
+            for by_name in [*ledger.counters.values(), *ledger.capacity.values()]
+            for holdings in by_name.values()
+            for h in holdings
+        ) | frozenset(uid for uids in ledger.sharers.values() for uid in uids)
         return ledger
+
+    def counters_of(self, device: AdvertisedDevice) -> dict[CounterSetKey, Amounts]:
+        found = self.uses.get(device.id)
+        return found if found is not None else device_counters(device)
+
+    def capacities_of(self, device: AdvertisedDevice) -> dict[str, tuple[Quantity, Mapping[str, Any] | None]]:
+        found = self.capacities.get(device.id)
+        return found if found is not None else device_capacities(device)
+
+    def held_nanos(self, key: tuple[Any, ...], holdings: Sequence[Holding]) -> int:
+        """The sum of every holding of one counter or capacity (none excluded), cached."""
+        total = self._held.get(key)
+        if total is None:
+            total = self._held[key] = sum(h.amount.nanos for h in holdings)
+        return total
 
     def counter_holders(self, key: CounterSetKey, counter: str, exclude: Iterable[str] = ()) -> list[Holding]:
         skip = set(exclude)
@@ -278,13 +310,6 @@ def ledger_of(inventory: Inventory) -> Ledger:
 
 
 # --- what is left ----------------------------------------------------------------------------------
-
-
-def _total(holdings: Iterable[Holding]) -> Quantity:
-    total = Quantity()
-    for h in holdings:
-        total = total + h.amount
-    return total
 
 
 def holders_phrase(holdings: list[Holding]) -> str:
@@ -337,8 +362,8 @@ class Shortage:
 class Usage:
     """What a simulation's own picks take, on top of the ledger; undone when a search backtracks."""
 
-    counters: dict[CounterSetKey, Amounts] = field(default_factory=dict)
-    capacity: dict[DeviceId, Amounts] = field(default_factory=dict)
+    counters: dict[CounterSetKey, dict[str, int]] = field(default_factory=dict)  # in nanos, as Quantity keeps them
+    capacity: dict[DeviceId, dict[str, int]] = field(default_factory=dict)
     shares: dict[DeviceId, int] = field(default_factory=dict)  # picks of devices with allowMultipleAllocations
 
     def __bool__(self) -> bool:
@@ -356,11 +381,11 @@ class Usage:
         for key, amounts in counters.items():
             held = self.counters.setdefault(key, {})
             for name, amount in amounts.items():
-                held[name] = held.get(name, Quantity()) + (amount if sign > 0 else -amount)
+                held[name] = held.get(name, 0) + sign * amount.nanos
         if share:
             held = self.capacity.setdefault(device_id, {})
             for name, amount in share.items():
-                held[name] = held.get(name, Quantity()) + (amount if sign > 0 else -amount)
+                held[name] = held.get(name, 0) + sign * amount.nanos
 
 
 @dataclass(frozen=True)
@@ -381,13 +406,14 @@ class Sharing:
     def __init__(self, ledger: Ledger, own_claims: Iterable[str] = ()) -> None:
         self.ledger = ledger
         self.exclude = frozenset(own_claims)
+        self.clean = not (self.exclude & ledger.holder_uids)  # pending claims usually hold nothing yet
 
     def accounted(self, device: AdvertisedDevice) -> bool:
         """Whether allocating the device takes counters or capacity (to skip the rest quickly)."""
         return device.id in self.ledger.accounted
 
     def take(self, device: AdvertisedDevice, share: Amounts, usage: Usage | None = None) -> Take:
-        counters = device_counters(device)
+        counters = self.ledger.counters_of(device)
         if counters and device.shareable:
             in_use = self.ledger.shared_in_use(device.id, self.exclude) or (
                 usage is not None and usage.shares.get(device.id, 0) > 0
@@ -396,36 +422,54 @@ class Sharing:
                 counters = {}  # an already shared device has taken its counters
         return Take(counters, share)
 
+    def _holdings(self, key: tuple[Any, ...], holdings: list[Holding]) -> tuple[Sequence[Holding], int]:
+        if self.clean:
+            return holdings, self.ledger.held_nanos(key, holdings)
+        kept = [h for h in holdings if h.claim_uid not in self.exclude]
+        return kept, sum(h.amount.nanos for h in kept)
+
     def shortage(self, device: AdvertisedDevice, take: Take, usage: Usage | None = None) -> Shortage | None:
         """What the device lacks for ``take`` (the scarcest counter or capacity); None when it fits."""
+        if usage is None and self.clean and not take.share and take.counters is self.ledger.uses.get(device.id):
+            # A partition against other claims only: the same answer for every request, node and Pod.
+            cached = self.ledger.shortages.get(device.id, _UNSET)
+            if cached is _UNSET:
+                cached = self.ledger.shortages[device.id] = self._shortage(device, take, None)
+            return cached if isinstance(cached, Shortage) else None
+        return self._shortage(device, take, usage)
+
+    def _shortage(self, device: AdvertisedDevice, take: Take, usage: Usage | None) -> Shortage | None:
         found: list[Shortage] = []
         for key, amounts in take.counters.items():
             total_set = self.ledger.counter_sets.get(key) or {}
+            held_of_set = self.ledger.counters.get(key, {})
+            pending_of_set = usage.counters.get(key) if usage else None
             for name, needed in amounts.items():
                 total = total_set.get(name)
                 if total is None:
                     continue  # not advertised (yet): nothing to compare with
-                holders = self.ledger.counter_holders(key, name, self.exclude)
-                pending = (usage.counters.get(key, {}).get(name) if usage else None) or Quantity()
-                free = total - _total(holders) - pending
-                if free < needed:
+                holders, held = self._holdings(("counter", key, name), held_of_set.get(name, []))
+                pending = pending_of_set.get(name, 0) if pending_of_set else 0
+                free = total.nanos - held - pending
+                if free < needed.nanos:
+                    found.append(_shortage(device, "counter", key[2], name, needed, total, free, holders, pending))
+        if take.share:
+            capacities = self.ledger.capacities_of(device)
+            held_of_device = self.ledger.capacity.get(device.id, {})
+            pending_of_device = usage.capacity.get(device.id) if usage else None
+            for name, needed in take.share.items():
+                total = capacities[name][0]
+                holders, held = self._holdings(("capacity", device.id, name), held_of_device.get(name, []))
+                pending = pending_of_device.get(name, 0) if pending_of_device else 0
+                free = total.nanos - held - pending
+                if free < needed.nanos:
+                    short = short_name(name, device.driver)
                     found.append(
-                        Shortage(device, "counter", key[2], name, needed, total, _clip(free), tuple(holders), pending)
+                        _shortage(device, "capacity", device.name, short, needed, total, free, holders, pending)
                     )
-        capacities = device_capacities(device) if take.share else {}
-        for name, needed in take.share.items():
-            total = capacities[name][0]
-            holders = self.ledger.capacity_holders(device.id, name, self.exclude)
-            pending = (usage.capacity.get(device.id, {}).get(name) if usage else None) or Quantity()
-            free = total - _total(holders) - pending
-            if free < needed:
-                short = short_name(name, device.driver)
-                found.append(
-                    Shortage(
-                        device, "capacity", device.name, short, needed, total, _clip(free), tuple(holders), pending
-                    )
-                )
-        return min(found, key=_scarcity) if found else None
+        if len(found) > 1:
+            return min(found, key=_scarcity)
+        return found[0] if found else None
 
     def unavailable(self, device: AdvertisedDevice) -> Shortage | None:
         """Whether any allocation of the device is impossible now (for match-devices).
@@ -435,7 +479,7 @@ class Sharing:
         """
         smallest: Amounts = {}
         if device.shareable:
-            for name, (value, policy) in device_capacities(device).items():
+            for name, (value, policy) in self.ledger.capacities_of(device).items():
                 smallest[name] = _smallest_share(value, policy)
         return self.shortage(device, self.take(device, smallest))
 
@@ -453,13 +497,26 @@ def _smallest_share(value: Quantity, policy: Mapping[str, Any] | None) -> Quanti
     return default if default is not None and default.nanos > 0 else Quantity(1)
 
 
-def _scarcity(s: Shortage) -> tuple[Fraction, str]:
+def _scarcity(s: Shortage) -> tuple[float, str]:
     """Sorts the largest share of the whole missing first; ties by name."""
-    return (-Fraction(s.needed.nanos - s.free.nanos, max(s.total.nanos, 1)), s.name)
+    return (-(s.needed.nanos - s.free.nanos) / max(s.total.nanos, 1), s.name)
 
 
-def _clip(q: Quantity) -> Quantity:
-    return q if q.nanos >= 0 else Quantity(0, q.format)
+def _shortage(
+    device: AdvertisedDevice,
+    kind: str,
+    where: str,
+    name: str,
+    needed: Quantity,
+    total: Quantity,
+    free: int,
+    holders: Sequence[Holding],
+    pending: int,
+) -> Shortage:
+    fmt = total.format
+    return Shortage(
+        device, kind, where, name, needed, total, Quantity(max(free, 0), fmt), tuple(holders), Quantity(pending, fmt)
+    )
 
 
 # --- shares of a physical device -------------------------------------------------------------------
