@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from dashboard import api, diagnosis_views, report_views, views
+from notify import views as notify_views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -19,6 +20,7 @@ urlpatterns = [
     path("c/<slug:cluster>/classes/", report_views.device_classes, name="classes"),
     path("c/<slug:cluster>/devices/<str:driver>/<str:pool>/<str:name>/", report_views.device, name="device"),
     path("c/<slug:cluster>/audit/", report_views.audit_page, name="audit"),
+    path("c/<slug:cluster>/notices/", notify_views.notices, name="notices"),
     path("api/snapshots", api.api_snapshots, name="api-snapshots"),
     path("api/explain", api.api_explain, name="api-explain"),
     path("api/match-devices", api.api_match_devices, name="api-match-devices"),
