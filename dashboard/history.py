@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from django.db.models import Q
@@ -13,6 +13,8 @@ from django.db.models import Q
 from collector.kinds import KINDS
 from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.state import ClusterState, Object, Version, ns_name
+
+T = TypeVar("T")
 
 
 class NoSnapshot(LookupError):
@@ -107,6 +109,7 @@ class StoredHistory:
         self._state: ClusterState = _StoredState(self._as_of, _KindsLoadedOnDemand(self._load_kind))
         self._lookups: dict[str, int] = {}
         self._histories: dict[str, dict[str, list[tuple[datetime, bool, str]]]] = {}
+        self._derived: dict[Hashable, Any] = {}
 
     @property
     def as_of(self) -> datetime:
@@ -138,6 +141,18 @@ class StoredHistory:
             by_uid = self._histories[kind] = self._history_of(kind)
         # Decoded per call, as from the database: callers get objects of their own.
         return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in by_uid.get(uid, ())]
+
+    def preload(self, *kinds: str) -> None:
+        """Load every version of ``kinds`` now, one query each: for reports about every claim of the cluster."""
+        for kind in kinds:
+            if kind not in self._histories:
+                self._histories[kind] = self._history_of(kind)
+
+    def derived(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, once per history: a report about one snapshot never changes (see reading.py)."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]  # type: ignore[no-any-return]
 
     def _history_of(self, kind: str) -> dict[str, list[tuple[datetime, bool, str]]]:
         """Every version of every object of ``kind`` up to ``as_of``, undecoded, by UID."""
