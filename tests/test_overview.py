@@ -160,7 +160,7 @@ def test_overview_page_for_a_team_member(clients: dict[str, Client]) -> None:
 
 @pytest.mark.django_db
 def test_claims_list_badges_name_the_leak(clients: dict[str, Client]) -> None:
-    body = clients["admin"].get("/c/demo/claims/").content.decode()
+    body = clients["admin"].get("/c/demo/claims").content.decode()
     row = body.split(">report-gpu</a>", 1)[1].split("</tr>", 1)[0]
     assert "state-reserved" in row and 'class="state state-orphaned-allocation">orphaned-allocation<' in row
     healthy = body.split("llama-serve-0-gpu", 1)[1].split("</tr>", 1)[0]
@@ -206,3 +206,9 @@ def test_review_headers_weeks_and_print_view(clients: dict[str, Client]) -> None
     assert '<body class="print"' in printable and 'data-testid="review-table"' in printable
     # The CSV keeps its machine-readable header.
     assert client.get("/c/demo/review.csv").content.decode().startswith("scope,name,allocated_device_hours")
+
+
+@pytest.mark.django_db
+def test_claims_list_url_with_a_slash_redirects(clients: dict[str, Client]) -> None:
+    response = clients["admin"].get("/c/demo/claims/", {"namespace": "batch"})
+    assert response.status_code == 302 and response["Location"] == "/c/demo/claims?namespace=batch"
