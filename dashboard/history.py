@@ -138,15 +138,15 @@ class StoredHistory:
                     .values_list("valid_from", "deleted", "content")
                 )
                 return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in rows]
-            by_uid = self._histories[kind] = self._history_of(kind)
+            by_uid = self._histories[kind] = self._history_of(kind)[kind]
         # Decoded per call, as from the database: callers get objects of their own.
         return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in by_uid.get(uid, ())]
 
     def preload(self, *kinds: str) -> None:
-        """Load every version of ``kinds`` now, one query each: for reports about every claim of the cluster."""
-        for kind in kinds:
-            if kind not in self._histories:
-                self._histories[kind] = self._history_of(kind)
+        """Load every version of ``kinds`` now, in one query: for reports about every claim of the cluster."""
+        missing = [kind for kind in kinds if kind not in self._histories]
+        if missing:
+            self._histories.update(self._history_of(*missing))
 
     def derived(self, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, once per history: a report about one snapshot never changes (see reading.py)."""
@@ -154,17 +154,17 @@ class StoredHistory:
             self._derived[key] = compute()
         return self._derived[key]  # type: ignore[no-any-return]
 
-    def _history_of(self, kind: str) -> dict[str, list[tuple[datetime, bool, str]]]:
-        """Every version of every object of ``kind`` up to ``as_of``, undecoded, by UID."""
-        out: dict[str, list[tuple[datetime, bool, str]]] = {}
+    def _history_of(self, *kinds: str) -> dict[str, dict[str, list[tuple[datetime, bool, str]]]]:
+        """Every version of every object of ``kinds`` up to ``as_of``, undecoded, by kind and UID."""
+        out: dict[str, dict[str, list[tuple[datetime, bool, str]]]] = {kind: {} for kind in kinds}
         rows = (
             self._rows()
-            .filter(kind=kind, valid_from__lte=self._as_of)
-            .order_by("uid", "valid_from")
-            .values_list("uid", "valid_from", "deleted", "content")
+            .filter(kind__in=kinds, valid_from__lte=self._as_of)
+            .order_by("kind", "uid", "valid_from")
+            .values_list("kind", "uid", "valid_from", "deleted", "content")
         )
-        for uid, at, deleted, content in rows.iterator(2000):
-            out.setdefault(uid, []).append((at, deleted, content))
+        for kind, uid, at, deleted, content in rows.iterator(2000):
+            out[kind].setdefault(uid, []).append((at, deleted, content))
         return out
 
     def before(self, t: datetime) -> StoredHistory:

@@ -36,7 +36,7 @@ def collection_status(cluster: Cluster | None) -> dict[str, Any]:
 
 
 def _overview_of(cluster: Cluster, user: AbstractBaseUser | AnonymousUser, as_of: str | None) -> dict[str, Any]:
-    history = open_history(cluster.name, as_of)
+    history = open_history(cluster, as_of)
     redactor = redactor_for(user, cluster, history.state)
     thresholds = leak_thresholds()
     return history.derived(

@@ -20,12 +20,16 @@ class ReadError(LookupError):
     """The asked cluster or time has no history; the message says which."""
 
 
-def open_history(cluster_name: str | None, as_of: str | datetime | None) -> StoredHistory:
-    name = cluster_name or settings.CLAIMLINE_CLUSTERS[0].name
-    try:
-        cluster = Cluster.objects.get(name=name)
-    except Cluster.DoesNotExist:
-        raise ReadError(f"no history for cluster {name!r}: run collect or import-snapshot first") from None
+def open_history(cluster_name: str | Cluster | None, as_of: str | datetime | None) -> StoredHistory:
+    """History of the named cluster (or of a ``Cluster`` a view has already looked up)."""
+    if isinstance(cluster_name, Cluster):
+        cluster = cluster_name
+    else:
+        name = cluster_name or settings.CLAIMLINE_CLUSTERS[0].name
+        try:
+            cluster = Cluster.objects.get(name=name)
+        except Cluster.DoesNotExist:
+            raise ReadError(f"no history for cluster {name!r}: run collect or import-snapshot first") from None
     try:
         when = parse_rfc3339(as_of, "--as-of") if isinstance(as_of, str) else as_of
     except ValueError as exc:

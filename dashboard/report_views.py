@@ -26,7 +26,7 @@ from dashboard.views import render_page
 def _history(request: HttpRequest, cluster: str) -> tuple[Any, StoredHistory]:
     c = cluster_or_404(cluster)
     try:
-        return c, open_history(c.name, request.GET.get("as_of") or None)
+        return c, open_history(c, request.GET.get("as_of") or None)
     except ReadError as exc:
         raise Http404(str(exc)) from None
 
