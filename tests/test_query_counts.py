@@ -167,8 +167,8 @@ def test_claims_list_queries_do_not_grow_with_history(
 
 
 # The overview reads every report once (leaks, audit, verdicts of the Pods that are not running, the
-# allocation series); its claim and Pod histories come in one query. Measured when written (admin /
-# team member): 17-18 / 19-20, the second when a Pod's verdict first needs the DeviceClasses.
+# allocation series); its claim and Pod histories come in one query. Measured when written (admin):
+# 17 on the small cluster, 18 on the big one, whose waiting Pods' verdicts also read the DeviceClasses.
 OVERVIEW = 22
 
 
