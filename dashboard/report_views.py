@@ -12,14 +12,13 @@ from django.views.decorators.http import require_GET
 from dashboard import charts
 from dashboard.access import is_platform_admin, redactor_for
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.audit import audit
 from dashboard.domain.capacity import review_csv_rows, review_table, weekly_review
 from dashboard.domain.device_history import device_history
 from dashboard.domain.inventory import advertised_devices, device_holders, typed_value
 from dashboard.domain.matching import class_selectors, match_devices
 from dashboard.domain.state import meta
 from dashboard.history import StoredHistory
-from dashboard.reading import ReadError, cluster_leaks, leak_thresholds, open_history
+from dashboard.reading import ReadError, cluster_audit, cluster_leaks, leak_thresholds, open_history
 from dashboard.views import render_page
 
 
@@ -112,6 +111,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
     holders = device_holders(history.state)
     redactor = redactor_for(request.user, c, history.state)
+    flagged = {str(x["uid"]): str(x["reason"]) for x in cluster_leaks(history)["claims"]}
     rows = []
     for device in advertised_devices(history.state):
         holder = holders.get(device.id)
@@ -133,6 +133,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
                 if holder
                 else "",
                 "holder_uid": meta(holder).get("uid", "") if holder else "",
+                "leak": flagged.get(meta(holder).get("uid", ""), "") if holder else "",
                 "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
             }
         )
@@ -145,8 +146,13 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
 @require_GET
 def audit_page(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    doc = redactor_for(request.user, c, history.state).audit(audit(history))
-    return render_page(request, "dashboard/audit.html", {"cluster": c, "doc": doc}, "warnings")
+    doc = redactor_for(request.user, c, history.state).audit(cluster_audit(history))
+    kind = request.GET.get("kind", "")
+    kinds = sorted({str(w["kind"]) for w in doc["warnings"]})
+    if kind:
+        doc = {**doc, "warnings": [w for w in doc["warnings"] if w["kind"] == kind]}
+    context = {"cluster": c, "doc": doc, "kind": kind, "kinds": kinds}
+    return render_page(request, "dashboard/audit.html", context, "warnings")
 
 
 @require_GET

@@ -212,3 +212,15 @@ def test_review_headers_weeks_and_print_view(clients: dict[str, Client]) -> None
 def test_claims_list_url_with_a_slash_redirects(clients: dict[str, Client]) -> None:
     response = clients["admin"].get("/c/demo/claims/", {"namespace": "batch"})
     assert response.status_code == 302 and response["Location"] == "/c/demo/claims?namespace=batch"
+
+
+@pytest.mark.django_db
+def test_audit_filters_by_kind_and_inventory_badges_leaks(clients: dict[str, Client]) -> None:
+    admin = clients["admin"]
+    only = admin.get("/c/demo/audit/", {"kind": "admin-access-namespace"}).content.decode()
+    assert "gpu-ops" in only and "of kind <code>admin-access-namespace</code>" in only
+    assert "gpu-ops" not in admin.get("/c/demo/audit/", {"kind": "stale-inventory"}).content.decode()
+    inventory = admin.get("/c/demo/inventory/").content.decode()
+    row = inventory.split(">batch/report-gpu</a>", 1)[1].split("</td>", 1)[0]
+    assert "orphaned-allocation" in row
+    assert "orphaned-allocation" not in clients["member"].get("/c/demo/inventory/").content.decode()
