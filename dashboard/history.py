@@ -12,6 +12,7 @@ from django.db.models import Q
 
 from collector.kinds import KINDS
 from collector.models import Cluster, ObjectVersion, Snapshot
+from dashboard.domain.metrics import CollectionHealth
 from dashboard.domain.state import ClusterState, Object, Version, ns_name
 
 T = TypeVar("T")
@@ -31,6 +32,18 @@ def latest_snapshot(cluster: Cluster, as_of: datetime | None = None) -> tuple[in
         when = f" at or before {as_of.isoformat()}" if as_of else ""
         raise NoSnapshot(f"cluster {cluster.name} has no snapshot{when}")
     return found
+
+
+def collection_health(cluster: Cluster, usable_at: datetime) -> CollectionHealth:
+    """The newest finished run, and how many runs failed since ``usable_at`` (the newest usable snapshot)."""
+    finished = Snapshot.objects.filter(cluster=cluster).exclude(status=Snapshot.Status.RUNNING)
+    last = finished.order_by("-at", "-pk").values_list("at", "status").first()
+    failures = finished.filter(status=Snapshot.Status.FAILED, at__gt=usable_at).count()
+    return CollectionHealth(
+        last_run_at=last[0] if last else None,
+        last_run_status=last[1] if last else None,
+        failures_since_success=failures,
+    )
 
 
 def latest_snapshot_time(cluster: Cluster, as_of: datetime | None = None) -> datetime:
