@@ -224,3 +224,19 @@ def test_audit_filters_by_kind_and_inventory_badges_leaks(clients: dict[str, Cli
     row = inventory.split(">batch/report-gpu</a>", 1)[1].split("</td>", 1)[0]
     assert "orphaned-allocation" in row
     assert "orphaned-allocation" not in clients["member"].get("/c/demo/inventory/").content.decode()
+
+
+@pytest.mark.django_db
+def test_collection_status_counts_failed_runs_and_says_when_stale(clients: dict[str, Client]) -> None:
+    from django.utils import timezone
+
+    from collector.models import Cluster, Snapshot
+
+    body = clients["admin"].get("/c/demo/").content.decode()
+    assert "state-ok" in body.split('data-testid="collection"', 1)[1].split("</p>", 1)[0]
+    assert "stale" in body  # the demo's snapshots are days old
+    now = timezone.now()
+    Snapshot.objects.create(cluster=Cluster.objects.get(name="demo"), at=now, started=now, finished=now,
+                            source="kubeconfig", status=Snapshot.Status.FAILED, error="connection refused")
+    line = clients["admin"].get("/c/demo/").content.decode().split('data-testid="collection"', 1)[1].split("</p>")[0]
+    assert "state-failed" in line and "1 failed since the last usable snapshot" in line and "stale" not in line

@@ -15,12 +15,14 @@ from datetime import timedelta
 from typing import Any
 
 from dashboard.domain.audit import audit
+from dashboard.domain.boundaries import BOUNDARIES, is_terminal
 from dashboard.domain.capacity import allocation_series, device_model
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
-from dashboard.domain.lifecycle import BOUNDARIES, is_terminal, pod_lifecycle
+from dashboard.domain.lifecycle import pod_lifecycle
+from dashboard.domain.pod_claims import pods_with_claims
 from dashboard.domain.redaction import Redactor
-from dashboard.domain.state import HistoryView, Object, ns_name, uid_of
+from dashboard.domain.state import HistoryView, ns_name, uid_of
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import choose_verdict
 
@@ -29,12 +31,6 @@ CHART_SPAN = timedelta(hours=24)
 # Flagged claims named on the overview; the retained page lists them all.
 TOP_FLAGGED = 5
 COUNTS = ("advertised", "allocated", "free")
-
-
-def uses_dra(pod: Object) -> bool:
-    """A Pod with claims of its own, or one the scheduler serves an extended resource through a claim."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    return bool(spec.get("resourceClaims")) or bool(status.get("extendedResourceClaimStatus"))
 
 
 def devices_by_model(inventory: Inventory) -> dict[str, Any]:
@@ -60,12 +56,12 @@ def _with_totals(models: list[dict[str, Any]]) -> dict[str, Any]:
 def waiting_pods(history: HistoryView, redactor: Redactor, inventory: Inventory) -> dict[str, Any]:
     """Live, unfinished DRA Pods whose verdict is not ``ok``, grouped by the verdict's reason."""
     groups: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
-    for pod in sorted(history.state.of_kind("Pod"), key=ns_name):
+    for pod in pods_with_claims(history.state):
         namespace, name = ns_name(pod)
-        if not uses_dra(pod) or is_terminal(pod) or not redactor.scope.sees(namespace):
+        if is_terminal(pod) or not redactor.scope.sees(namespace):
             continue
         verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
-        if verdict["reason"] == "ok":
+        if verdict["boundary"] is None:  # ok
             continue
         groups.setdefault((verdict["boundary"], verdict["reason"]), []).append(
             {"namespace": namespace, "name": name, "uid": uid_of(pod), "message": redactor.text(verdict["message"])}
