@@ -23,12 +23,12 @@ from dashboard.domain.audit import (
     audit,
 )
 from dashboard.domain.boundaries import BOUNDARIES, FAILED, PREPARE_FAILURE_REASONS, event_count, is_terminal
-from dashboard.domain.capacity import MODEL_ATTRIBUTE, UNKNOWN_MODEL
+from dashboard.domain.capacity import device_model
 from dashboard.domain.claims import summarize_claim
-from dashboard.domain.extended_resources import asks_extended_resources, claim_status, resource_classes
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
 from dashboard.domain.lifecycle import claim_lifecycles
+from dashboard.domain.pod_claims import pods_with_claims
 from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.timefmt import parse_time
 from dashboard.domain.verdicts import choose_verdict
@@ -159,7 +159,7 @@ def _model_families(inventory: Inventory) -> list[Family]:
         "model_devices_allocated", "gauge", "Advertised devices held by an allocated claim, by driver and model."
     )
     for device in inventory.devices:
-        which = {"driver": device.driver, "model": str(device.attribute(MODEL_ATTRIBUTE) or UNKNOWN_MODEL)}
+        which = {"driver": device.driver, "model": device_model(device)}
         advertised.add(1, **which)
         allocated.add(1 if device.id in inventory.holders else 0, **which)
     return [advertised, allocated]
@@ -181,17 +181,6 @@ def _claim_state_family(history: HistoryView) -> Family:
     for claim in history.state.of_kind("ResourceClaim"):
         family.add(1, state=summarize_claim(claim).state)
     return family
-
-
-def _pods_with_claims(history: HistoryView) -> list[Object]:
-    """Pods with ``spec.resourceClaims``, and Pods whose extended resources a DeviceClass serves."""
-    extended = set(resource_classes(history.state))
-    pods = [
-        p
-        for p in history.state.of_kind("Pod")
-        if (p.get("spec") or {}).get("resourceClaims") or claim_status(p) or asks_extended_resources(p, extended)
-    ]
-    return sorted(pods, key=ns_name)
 
 
 # What the boundary families count of a live Pod: its verdict's (boundary, reason), and per claim
@@ -247,7 +236,7 @@ def _boundary_families(history: HistoryView, inventory: Inventory, counts_of: Co
         for state in BOUNDARY_STATES:
             by_state.set(0, boundary=boundary, state=state)
     seen: set[tuple[str, str]] = set()
-    for pod in _pods_with_claims(history):
+    for pod in pods_with_claims(history.state):
         if is_terminal(pod):
             continue  # finished Pods' claims are the leak report's business
         namespace, _ = ns_name(pod)
@@ -305,7 +294,7 @@ def _condition_time(pod: Object, type_: str) -> datetime | None:
 def _preparation_times(history: HistoryView) -> list[float]:
     """Scheduled (and every claim allocated) → PodReadyToStartContainers, for Pods that got there."""
     times = []
-    for pod in _pods_with_claims(history):
+    for pod in pods_with_claims(history.state):
         ready = _condition_time(pod, "PodReadyToStartContainers")
         scheduled = _condition_time(pod, "PodScheduled")
         if ready is None or scheduled is None:

@@ -14,7 +14,18 @@ from datetime import datetime
 from typing import Any
 
 from dashboard.domain import extended_resources as ext
-from dashboard.domain.state import HistoryView, Object, meta, ns_name, spec_of, status_of, uid_of
+from dashboard.domain.state import ClusterState, HistoryView, Object, meta, ns_name, spec_of, status_of, uid_of
+
+
+def pods_with_claims(state: ClusterState) -> list[Object]:
+    """Live Pods with ``spec.resourceClaims``, a scheduler-created claim, or extended resources a DeviceClass serves."""
+    extended = set(ext.resource_classes(state))
+    pods = [
+        p
+        for p in state.of_kind("Pod")
+        if spec_of(p).get("resourceClaims") or ext.claim_status(p) or ext.asks_extended_resources(p, extended)
+    ]
+    return sorted(pods, key=ns_name)
 
 
 @dataclass
