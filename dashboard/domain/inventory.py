@@ -410,14 +410,24 @@ class Inventory:
 
     @classmethod
     def of(cls, state: ClusterState) -> Inventory:
+        """The state's inventory, built on the first ask and kept with the state.
+
+        Every Pod page and simulation over a state needs it, and building it reads
+        every slice, node and claim of the cluster.
+        """
+        cached = state.derived.get("inventory")
+        if isinstance(cached, Inventory) and cached.state is state:
+            return cached
         devices = advertised_devices(state)
-        return cls(
+        inventory = cls(
             state=state,
             devices=devices,
             nodes=cluster_nodes(state),
             holders=device_holders(state),
             by_id={d.id: d for d in devices},
         )
+        state.derived["inventory"] = inventory
+        return inventory
 
     def drivers(self) -> set[str]:
         return {d.driver for d in self.devices}
