@@ -16,7 +16,7 @@ from dashboard.access import is_platform_admin, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404, default_cluster_name
 from dashboard.domain.claims import claim_summaries, summarize_claim
 from dashboard.domain.diff import diff
-from dashboard.history import NoSnapshot, StoredHistory
+from dashboard.reading import ReadError, open_history
 
 CLAIMS_PER_PAGE = 200
 
@@ -37,8 +37,9 @@ def claims(request: HttpRequest, cluster: str) -> HttpResponse:
     c = cluster_or_404(cluster)
     context: dict[str, Any] = {"cluster": c, "clusters": Cluster.objects.order_by("name")}
     try:
-        history = StoredHistory(c)
-    except NoSnapshot as exc:
+        # The per-process history cache: the next page of the list skips reloading every claim.
+        history = open_history(c.name, None)
+    except ReadError as exc:
         context.update(claims=[], as_of=None, empty_reason=str(exc))
     else:
         scope = scope_for(request.user, c)

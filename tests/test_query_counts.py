@@ -164,3 +164,12 @@ def test_claims_list_queries_do_not_grow_with_history(
         client = admin_client if who == "admin" else _member(cluster, namespace)
         counts[cluster] = _queries(client, f"/c/{cluster}/", CLAIMS_LIST, django_assert_max_num_queries)
     assert counts["small"] == counts["big"]
+
+
+def test_claims_list_next_page_reuses_the_claims_the_first_loaded(
+    histories: dict[str, str], admin_client: Client, django_assert_max_num_queries: Any
+) -> None:
+    first = _queries(admin_client, "/c/big/", CLAIMS_LIST, django_assert_max_num_queries)
+    # Same snapshot: the per-process history cache already holds every claim.
+    again = _queries(admin_client, "/c/big/?page=2", CLAIMS_LIST, django_assert_max_num_queries)
+    assert again < first
