@@ -21,7 +21,9 @@ timed requests over a seeded sample of objects (median and p95). A request slowe
 ``--timeout`` is reported as timed out; when the cold request takes more than half of it, the
 repeated ones are skipped.
 
-Prints a JSON line per (size, endpoint), then a table: per endpoint the cold/p50/p95 at each size
+Endpoints are measured one after the other, each at every size back to back (the load of a
+shared machine drifts over minutes; a row's sizes see about the same). Prints a JSON line per
+(endpoint, size), then a table: per endpoint the cold/p50/p95 at each size
 and the growth factor of each between the two sizes. The sizes differ 10× by default, so a row that
 grows ~10× is linear in the cluster and one that grows ~100× is quadratic.
 """
@@ -302,24 +304,36 @@ def _measure(fetch: Fetch, name: str, targets: list[str], iterations: int, timeo
     }
 
 
-def measure_cluster(nodes: int, args: argparse.Namespace, admin: Any, member: Any) -> list[dict[str, Any]]:
+def plan(nodes: int, args: argparse.Namespace, admin: Any, member: Any) -> list[tuple[str, Fetch, list[str], int]]:
     cluster = cluster_name(nodes)
     rng = random.Random(20261116)
     picked = samples(cluster, rng, per_kind=max(args.iterations, 4))
     namespace = team_namespace(cluster)
     member_claims, member_pods = member_samples(cluster, namespace, args.iterations)
+    return endpoints(cluster, picked, member_claims, member_pods, http(admin), http(member),
+                     args.iterations, args.heavy_iterations)
+
+
+def measure_all(sizes: list[int], args: argparse.Namespace, admin: Any, member: Any) -> list[dict[str, Any]]:
+    """Each endpoint at every size, one size right after the other.
+
+    On a machine shared with other jobs the load drifts over minutes; measuring a row's
+    sizes back to back keeps its growth factor about the code rather than the drift.
+    """
+    plans = {nodes: plan(nodes, args, admin, member) for nodes in sizes}
     results = []
-    for name, fetch, targets, n in endpoints(cluster, picked, member_claims, member_pods, http(admin), http(member),
-                                             args.iterations, args.heavy_iterations):
+    for i, (name, *_rest) in enumerate(plans[sizes[0]]):
         if args.only and name not in args.only:
             continue
-        if not targets:
-            row: dict[str, Any] = {"endpoint": name, "skipped": "nothing to sample"}
-        else:
-            row = measure(fetch, name, targets, n, args.timeout)
-        row = {"nodes": nodes, **row}
-        results.append(row)
-        print(json.dumps(row), flush=True)
+        for nodes in sizes:
+            _name, fetch, targets, n = plans[nodes][i]
+            if not targets:
+                row: dict[str, Any] = {"endpoint": name, "skipped": "nothing to sample"}
+            else:
+                row = measure(fetch, name, targets, n, args.timeout)
+            row = {"nodes": nodes, **row}
+            results.append(row)
+            print(json.dumps(row), flush=True)
     return results
 
 
@@ -404,10 +418,7 @@ def main() -> None:
         if missing:
             raise SystemExit(f"{args.database} has no cluster for {missing} nodes: run without --reuse")
     admin, member = clients()
-    rows: list[dict[str, Any]] = []
-    for nodes in sizes:
-        rows += measure_cluster(nodes, args, admin, member)
-    print(table(sizes, rows), flush=True)
+    print(table(sizes, measure_all(sizes, args, admin, member)), flush=True)
 
 
 if __name__ == "__main__":
