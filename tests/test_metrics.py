@@ -213,3 +213,15 @@ def test_empty_cluster_still_declares_families() -> None:
     families = parse(render_metrics(MemoryHistory([(T0, [])])))
     assert families["claimline_devices_advertised"]["samples"] == {}
     assert value(families, "claimline_flagged_claims", reason="stuck-deletion") == 0
+
+
+def test_inventory_age_of_a_pool_follows_its_newest_slice() -> None:
+    devices = b.gpu_devices("node-a", 8)
+    old = b.resource_slice("node-a", devices[:4], slice_count=2, name="node-a-0")
+    new = b.resource_slice("node-a", devices[4:], slice_count=2, name="node-a-1")
+    changed = b.resource_slice("node-a", devices[4:7], slice_count=2, name="node-a-1")
+    node = b.node("node-a", T0 - 24 * H)
+    history = MemoryHistory([(T0, [node, old, new]), (T0 + 3 * H, [node, old, changed])], as_of=T0 + 4 * H)
+    families = parse(render_metrics(history))
+    assert value(families, "claimline_devices_advertised", driver="gpu.nvidia.com", pool="node-a", node="node-a") == 7
+    assert value(families, "claimline_inventory_age_seconds", driver="gpu.nvidia.com", pool="node-a") == 3600
