@@ -225,7 +225,7 @@ def _reach(spec: Mapping[str, Any], device: Mapping[str, Any]) -> Reach:
     return Reach()
 
 
-def _pool_key(slice_obj: Object) -> tuple[str, str]:
+def slice_pool(slice_obj: Object) -> tuple[str, str]:
     spec = _spec(slice_obj)
     pool = spec.get("pool") or {}
     return (str(spec.get("driver") or ""), str(pool.get("name") or ""))
@@ -242,7 +242,7 @@ def current_slices(state: ClusterState) -> dict[tuple[str, str], list[Object]]:
     """Slices of each (driver, pool) at the pool's highest generation."""
     by_pool: dict[tuple[str, str], list[Object]] = {}
     for slice_obj in state.of_kind("ResourceSlice"):
-        by_pool.setdefault(_pool_key(slice_obj), []).append(slice_obj)
+        by_pool.setdefault(slice_pool(slice_obj), []).append(slice_obj)
     current = {}
     for key, slices in by_pool.items():
         newest = max(_generation(s) for s in slices)
@@ -254,7 +254,7 @@ def pool_generations(state: ClusterState) -> dict[tuple[str, str], list[int]]:
     """Every generation each pool's slices carry, for audits of pools mid-update."""
     out: dict[tuple[str, str], set[int]] = {}
     for slice_obj in state.of_kind("ResourceSlice"):
-        out.setdefault(_pool_key(slice_obj), set()).add(_generation(slice_obj))
+        out.setdefault(slice_pool(slice_obj), set()).add(_generation(slice_obj))
     return {k: sorted(v) for k, v in out.items()}
 
 
