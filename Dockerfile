@@ -5,6 +5,7 @@ COPY pyproject.toml README.md ./
 COPY dashboard dashboard
 COPY collector collector
 COPY demo demo
+COPY notify notify
 COPY templates templates
 COPY static static
 COPY manage.py ./

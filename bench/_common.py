@@ -205,12 +205,14 @@ def stored_objects(items: list[dict[str, Any]]) -> list[Any]:
     from collector.kinds import RESOURCE_TYPES
     from collector.kube import _events_about, _ns_name, _pods_reserved_or_using_claims, _reserved_pod_uids, _uid
     from collector.normalize import normalize
+    from dashboard.domain.extended_resources import explicit_resource_names
 
     by_kind: dict[str, list[Any]] = {}
     for item in items:
         by_kind.setdefault(item["kind"], []).append(item)
     claims = by_kind.get("ResourceClaim", [])
-    pods = _pods_reserved_or_using_claims(by_kind.get("Pod", []), _reserved_pod_uids(claims))
+    extended = explicit_resource_names(by_kind.get("DeviceClass", []))
+    pods = _pods_reserved_or_using_claims(by_kind.get("Pod", []), _reserved_pod_uids(claims), extended)
     by_kind["Pod"] = pods
     by_kind["Event"] = _events_about(
         by_kind.get("Event", []),

@@ -203,6 +203,9 @@ def endpoints(cluster: str, picked: dict[str, list[Any]], member_claims: list[st
     pending = [reverse("pod", args=[c, ns, n]) for ns, n in picked["pending"]]
     deleted = [reverse("pod", args=[c, ns, n]) for ns, n in picked["deleted"]]
     return [
+        ("fleet home page", admin, [reverse("home")], heavy),
+        ("cluster overview", admin, [reverse("overview", args=[c])], heavy),
+        ("cluster overview (team member)", member, [reverse("overview", args=[c])], heavy),
         ("claims list", admin, [reverse("claims", args=[c])], heavy),
         ("claims list (team member)", member, [reverse("claims", args=[c])], heavy),
         ("claims (api)", admin, [f"/api/claims?cluster={c}"], heavy),
@@ -231,6 +234,7 @@ def endpoints(cluster: str, picked: dict[str, list[Any]], member_claims: list[st
         ("device page", admin, [reverse("device", args=[c, *d]) for d in picked["devices"]], iterations),
         ("match-devices (api, all devices)", admin,
          [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"], heavy),
+        ("notices page", admin, [reverse("notices", args=[c])], iterations),
         ("snapshots page", admin, [reverse("snapshots", args=[c])], iterations),
         ("snapshots (api)", admin, [f"/api/snapshots?cluster={c}"], iterations),
     ]

@@ -23,14 +23,16 @@ from collector.gcpause import gc_paused
 from collector.kinds import RESOURCE_TYPES, ResourceType
 from collector.normalize import InvalidObject, NormalizedObject, normalize
 from dashboard.config import ClusterSource
+from dashboard.domain.extended_resources import asks_extended_resources, explicit_resource_names
 
 log = logging.getLogger("claimline.collector")
 
 MAX_RETRY_AFTER = 60.0
-# Pods are kept only when a claim uses them, Events only when about those Pods or claims.
-# With an unreadable claim or Pod that selection is incomplete, so the kind cannot be
-# complete either: its unselected objects would be recorded as deleted.
-FILTERED_BY: dict[str, tuple[str, ...]] = {"Pod": ("ResourceClaim",), "Event": ("ResourceClaim", "Pod")}
+# Pods are kept only when they use claims (or ask for a DeviceClass's extended resource),
+# Events only when about those Pods or claims. With an unreadable claim, class or Pod that
+# selection is incomplete, so the kind cannot be complete either: its unselected objects
+# would be recorded as deleted.
+FILTERED_BY: dict[str, tuple[str, ...]] = {"Pod": ("ResourceClaim", "DeviceClass"), "Event": ("ResourceClaim", "Pod")}
 
 
 class CollectionError(Exception):
@@ -198,6 +200,7 @@ class ClusterReader:
         claim_keys: set[tuple[str, str, str]] = set()
         pod_uids: set[str] = set()
         about: set[str] = set()
+        extended: set[str] = set()  # extended resource names DeviceClasses serve
         with gc_paused():
             for rt in RESOURCE_TYPES:
                 objects: list[NormalizedObject] = []
@@ -210,15 +213,19 @@ class ClusterReader:
                         objects, problems, position = [], [], 0
                         if rt.kind == "ResourceClaim":
                             reserved, claim_uids, claim_keys = set(), set(), set()
+                        elif rt.kind == "DeviceClass":
+                            extended = set()
                         elif rt.kind == "Pod":
                             pod_uids = set()
                         continue
-                    if rt.kind == "ResourceClaim":
+                    if rt.kind == "DeviceClass":
+                        extended.update(explicit_resource_names(page))
+                    elif rt.kind == "ResourceClaim":
                         reserved.update(_reserved_pod_uids(page))
                         claim_uids.update(_uid(c) for c in page)
                         claim_keys.update(("ResourceClaim", *_ns_name(c)) for c in page)
                     elif rt.kind == "Pod":
-                        page = _pods_reserved_or_using_claims(page, reserved)
+                        page = _pods_reserved_or_using_claims(page, reserved, extended)
                         pod_uids.update(_uid(p) for p in page)
                     elif rt.kind == "Event":
                         page = _events_about(page, about, claim_keys)
@@ -261,11 +268,16 @@ def _reserved_pod_uids(claims: list[Any]) -> set[str]:
     return reserved
 
 
-def _pods_reserved_or_using_claims(pods: list[Any], reserved: set[str]) -> list[Any]:
+def _pods_reserved_or_using_claims(
+    pods: list[Any], reserved: set[str], extended: set[str] | frozenset[str] = frozenset()
+) -> list[Any]:
+    """Pods that use claims, are named in a claim's reservedFor, or ask for DRA-backed extended resources."""
     kept = []
     for pod in pods:
         spec = pod.get("spec") if isinstance(pod, dict) else None
-        uses = isinstance(spec, dict) and bool(spec.get("resourceClaims"))
+        uses = isinstance(spec, dict) and (
+            bool(spec.get("resourceClaims")) or _uses_extended_resources(pod, extended)
+        )
         # A malformed Pod is kept so that validation reports it instead of dropping it silently.
         if uses or not isinstance(spec, dict):
             kept.append(pod)
@@ -274,6 +286,16 @@ def _pods_reserved_or_using_claims(pods: list[Any], reserved: set[str]) -> list[
         if uid in reserved or not uid:
             kept.append(pod)
     return kept
+
+
+def _uses_extended_resources(pod: dict[str, Any], extended: set[str] | frozenset[str]) -> bool:
+    status = pod.get("status")
+    if isinstance(status, dict) and status.get("extendedResourceClaimStatus"):
+        return True
+    try:
+        return asks_extended_resources(pod, extended)
+    except (AttributeError, TypeError):  # a malformed container: shape validation reports it if the Pod is kept
+        return False
 
 
 def _events_about(events: list[Any], uids: set[str], claim_keys: set[tuple[str, str, str]]) -> list[Any]:

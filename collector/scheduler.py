@@ -12,6 +12,7 @@ from django.db import DatabaseError, close_old_connections
 from collector.collect import run_collection
 from collector.kube import CollectionError
 from collector.models import Snapshot
+from notify.hooks import after_snapshot
 
 log = logging.getLogger("claimline.scheduler")
 
@@ -21,7 +22,9 @@ def collect_all(names: Iterable[str], clock: Callable[[], datetime]) -> list[Sna
     snapshots = []
     for name in names:
         try:
-            snapshots.append(run_collection(name, clock(), clock))
+            snapshot = run_collection(name, clock(), clock)
+            snapshots.append(snapshot)
+            after_snapshot(snapshot, clock)
         except (CollectionError, DatabaseError) as exc:
             log.error("collection of %s failed: %s", name, exc)
         finally:

@@ -68,6 +68,9 @@ SHAPES: dict[str, tuple[tuple[tuple[str, ...], type], ...]] = {
         (("status", "initContainerStatuses"), _LIST),
         (("status", "resourceClaimStatuses"), _LIST),
         (("status", "resourceClaimStatuses", "*"), _DICT),
+        (("status", "extendedResourceClaimStatus"), _DICT),
+        (("status", "extendedResourceClaimStatus", "requestMappings"), _LIST),
+        (("status", "extendedResourceClaimStatus", "requestMappings", "*"), _DICT),
     ),
     "Node": (
         (("spec", "taints"), _LIST),

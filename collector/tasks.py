@@ -12,6 +12,7 @@ from django.utils import timezone
 from collector import retention
 from collector.collect import run_collection
 from collector.models import Cluster
+from notify.tasks import enqueue_scan
 
 log = logging.getLogger("claimline.collector")
 
@@ -36,6 +37,7 @@ def collect_cluster(name: str) -> str:
         return "skipped"
     try:
         snapshot = run_collection(name, timezone.now(), timezone.now)
+        enqueue_scan(snapshot)  # notices: a task of their own, so they never hold up collection
         return snapshot.status
     finally:
         try:

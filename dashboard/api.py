@@ -24,7 +24,7 @@ from dashboard.domain.matching import match_devices
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import PodNotFound, explain
-from dashboard.history import StoredHistory
+from dashboard.history import StoredHistory, collection_health
 from dashboard.reading import ReadError, leak_thresholds, open_history
 
 
@@ -138,5 +138,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         history = open_history(request.GET.get("cluster"), None)
     except ReadError as exc:
         return HttpResponse(f"# {exc}\n", status=404, content_type="text/plain")
-    body = render_metrics(history, leak_thresholds())
+    body = render_metrics(history, leak_thresholds(), collection_health(history.cluster, history.as_of))
     return HttpResponse(body, content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -17,7 +17,7 @@ def _layout(title: str, yaxis: str) -> dict[str, Any]:
     }
 
 
-def devices_over_time(series: list[dict[str, Any]]) -> str:
+def devices_over_time(series: list[dict[str, Any]], height: int = 300) -> str:
     xs = [p["at"] for p in series]
     fig = go.Figure(
         [
@@ -26,6 +26,7 @@ def devices_over_time(series: list[dict[str, Any]]) -> str:
         ],
         layout=_layout("Devices advertised vs. allocated", "devices"),
     )
+    fig.update_layout(height=height)
     return fig.to_json()
 
 

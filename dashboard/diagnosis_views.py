@@ -13,8 +13,8 @@ from collector.models import ObjectVersion
 from dashboard import charts
 from dashboard.access import redactor_for, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404
+from dashboard.domain.boundaries import BOUNDARIES
 from dashboard.domain.cel import SelectorCompileError
-from dashboard.domain.lifecycle import BOUNDARIES
 from dashboard.domain.matching import match_devices
 from dashboard.domain.verdicts import PodNotFound, explain
 from dashboard.reading import ReadError, open_history

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from django.db.models import Q
 
 from collector.kinds import KINDS
 from collector.models import Cluster, ObjectVersion, Snapshot
+from dashboard.domain.metrics import CollectionHealth
 from dashboard.domain.state import ClusterState, Object, Version, ns_name
+
+T = TypeVar("T")
 
 
 class NoSnapshot(LookupError):
@@ -29,6 +32,18 @@ def latest_snapshot(cluster: Cluster, as_of: datetime | None = None) -> tuple[in
         when = f" at or before {as_of.isoformat()}" if as_of else ""
         raise NoSnapshot(f"cluster {cluster.name} has no snapshot{when}")
     return found
+
+
+def collection_health(cluster: Cluster, usable_at: datetime) -> CollectionHealth:
+    """The newest finished run, and how many runs failed since ``usable_at`` (the newest usable snapshot)."""
+    finished = Snapshot.objects.filter(cluster=cluster).exclude(status=Snapshot.Status.RUNNING)
+    last = finished.order_by("-at", "-pk").values_list("at", "status").first()
+    failures = finished.filter(status=Snapshot.Status.FAILED, at__gt=usable_at).count()
+    return CollectionHealth(
+        last_run_at=last[0] if last else None,
+        last_run_status=last[1] if last else None,
+        failures_since_success=failures,
+    )
 
 
 def latest_snapshot_time(cluster: Cluster, as_of: datetime | None = None) -> datetime:
@@ -107,6 +122,7 @@ class StoredHistory:
         self._state: ClusterState = _StoredState(self._as_of, _KindsLoadedOnDemand(self._load_kind))
         self._lookups: dict[str, int] = {}
         self._histories: dict[str, dict[str, list[tuple[datetime, bool, str]]]] = {}
+        self._derived: dict[Hashable, Any] = {}
 
     @property
     def as_of(self) -> datetime:
@@ -135,21 +151,33 @@ class StoredHistory:
                     .values_list("valid_from", "deleted", "content")
                 )
                 return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in rows]
-            by_uid = self._histories[kind] = self._history_of(kind)
+            by_uid = self._histories[kind] = self._history_of(kind)[kind]
         # Decoded per call, as from the database: callers get objects of their own.
         return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in by_uid.get(uid, ())]
 
-    def _history_of(self, kind: str) -> dict[str, list[tuple[datetime, bool, str]]]:
-        """Every version of every object of ``kind`` up to ``as_of``, undecoded, by UID."""
-        out: dict[str, list[tuple[datetime, bool, str]]] = {}
+    def preload(self, *kinds: str) -> None:
+        """Load every version of ``kinds`` now, in one query: for reports about every claim of the cluster."""
+        missing = [kind for kind in kinds if kind not in self._histories]
+        if missing:
+            self._histories.update(self._history_of(*missing))
+
+    def derived(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, once per history: a report about one snapshot never changes (see reading.py)."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]  # type: ignore[no-any-return]
+
+    def _history_of(self, *kinds: str) -> dict[str, dict[str, list[tuple[datetime, bool, str]]]]:
+        """Every version of every object of ``kinds`` up to ``as_of``, undecoded, by kind and UID."""
+        out: dict[str, dict[str, list[tuple[datetime, bool, str]]]] = {kind: {} for kind in kinds}
         rows = (
             self._rows()
-            .filter(kind=kind, valid_from__lte=self._as_of)
-            .order_by("uid", "valid_from")
-            .values_list("uid", "valid_from", "deleted", "content")
+            .filter(kind__in=kinds, valid_from__lte=self._as_of)
+            .order_by("kind", "uid", "valid_from")
+            .values_list("kind", "uid", "valid_from", "deleted", "content")
         )
-        for uid, at, deleted, content in rows.iterator(2000):
-            out.setdefault(uid, []).append((at, deleted, content))
+        for kind, uid, at, deleted, content in rows.iterator(2000):
+            out[kind].setdefault(uid, []).append((at, deleted, content))
         return out
 
     def before(self, t: datetime) -> StoredHistory:

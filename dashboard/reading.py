@@ -5,12 +5,14 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 
 from collector.models import Cluster
 from collector.timeparse import parse_rfc3339
-from dashboard.domain.leaks import Thresholds
+from dashboard.domain.audit import audit
+from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.history import NoSnapshot, StoredHistory, latest_snapshot
 
 
@@ -18,12 +20,16 @@ class ReadError(LookupError):
     """The asked cluster or time has no history; the message says which."""
 
 
-def open_history(cluster_name: str | None, as_of: str | datetime | None) -> StoredHistory:
-    name = cluster_name or settings.CLAIMLINE_CLUSTERS[0].name
-    try:
-        cluster = Cluster.objects.get(name=name)
-    except Cluster.DoesNotExist:
-        raise ReadError(f"no history for cluster {name!r}: run collect or import-snapshot first") from None
+def open_history(cluster_name: str | Cluster | None, as_of: str | datetime | None) -> StoredHistory:
+    """History of the named cluster (or of a ``Cluster`` a view has already looked up)."""
+    if isinstance(cluster_name, Cluster):
+        cluster = cluster_name
+    else:
+        name = cluster_name or settings.CLAIMLINE_CLUSTERS[0].name
+        try:
+            cluster = Cluster.objects.get(name=name)
+        except Cluster.DoesNotExist:
+            raise ReadError(f"no history for cluster {name!r}: run collect or import-snapshot first") from None
     try:
         when = parse_rfc3339(as_of, "--as-of") if isinstance(as_of, str) else as_of
     except ValueError as exc:
@@ -66,3 +72,22 @@ def leak_thresholds() -> Thresholds:
         unreserved=settings.CLAIMLINE_UNRESERVED_AFTER,
         held_by_failing_pod=settings.CLAIMLINE_FAILING_POD_AFTER,
     )
+
+
+def cluster_leaks(history: StoredHistory) -> dict[str, Any]:
+    """The unscoped leak report of the history's snapshot, computed once per loaded snapshot.
+
+    The overview, the claims list's badges and the retained page all read it; it
+    asks about every claim and its consumers, so their histories come in one query each.
+    """
+    thresholds = leak_thresholds()
+
+    def compute() -> dict[str, Any]:
+        history.preload("ResourceClaim", "Pod")
+        return find_leaks(history, thresholds)
+
+    return history.derived(("leaks", thresholds), compute)
+
+
+def cluster_audit(history: StoredHistory) -> dict[str, Any]:
+    return history.derived("audit", lambda: audit(history))

@@ -12,32 +12,45 @@ from django.views.decorators.http import require_GET
 from dashboard import charts
 from dashboard.access import is_platform_admin, redactor_for
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.audit import audit
-from dashboard.domain.capacity import review_csv_rows, weekly_review
+from dashboard.domain.capacity import review_csv_rows, review_table, weekly_review
 from dashboard.domain.device_history import device_history
 from dashboard.domain.inventory import advertised_devices, device_holders, typed_value
-from dashboard.domain.leaks import find_leaks
 from dashboard.domain.matching import class_selectors, match_devices
 from dashboard.domain.state import meta
 from dashboard.history import StoredHistory
-from dashboard.reading import ReadError, leak_thresholds, open_history
+from dashboard.reading import ReadError, cluster_audit, cluster_leaks, leak_thresholds, open_history
 from dashboard.views import render_page
 
 
 def _history(request: HttpRequest, cluster: str) -> tuple[Any, StoredHistory]:
     c = cluster_or_404(cluster)
     try:
-        return c, open_history(c.name, request.GET.get("as_of") or None)
+        return c, open_history(c, request.GET.get("as_of") or None)
     except ReadError as exc:
         raise Http404(str(exc)) from None
+
+
+def threshold_words(thresholds: dict[str, float]) -> list[tuple[str, str]]:
+    """Each leak reason's threshold as a reader says it: 15 min, 6 h."""
+    out = []
+    for reason, seconds in thresholds.items():
+        minutes = round(seconds / 60)
+        out.append((reason, f"{minutes // 60} h" if minutes >= 60 and minutes % 60 == 0 else f"{minutes} min"))
+    return out
 
 
 @require_GET
 def leaks(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    doc = redactor_for(request.user, c, history.state).leaks(find_leaks(history, leak_thresholds()))
-    total = round(sum(claim["device_hours"] for claim in doc["claims"]), 2)
-    return render_page(request, "dashboard/leaks.html", {"cluster": c, "doc": doc, "total": total}, "leaks")
+    doc = redactor_for(request.user, c, history.state).leaks(cluster_leaks(history))
+    context = {
+        "cluster": c,
+        "doc": doc,
+        "total": round(sum(claim["device_hours"] for claim in doc["claims"]), 2),
+        "leaked": round(sum(claim["leaked_device_hours"] for claim in doc["claims"]), 2),
+        "threshold_words": threshold_words(doc["thresholds"]),
+    }
+    return render_page(request, "dashboard/leaks.html", context, "leaks")
 
 
 def week_start_of(value: str | None, as_of: datetime) -> datetime:
@@ -53,32 +66,40 @@ def week_start_of(value: str | None, as_of: datetime) -> datetime:
     return day - timedelta(days=day.weekday())
 
 
-def _review(request: HttpRequest, cluster: str) -> tuple[Any, dict[str, Any], datetime]:
+def _review(request: HttpRequest, cluster: str) -> tuple[Any, dict[str, Any], datetime, bool]:
+    """The review of the asked week; the last flag says whether a later week has begun as of the snapshot."""
     c, history = _history(request, cluster)
     start = week_start_of(request.GET.get("week"), history.as_of)
+    current = week_start_of(None, history.as_of)
+    if start > current:
+        raise Http404(f"the week of {start.date()} has not begun as of {history.as_of.isoformat()}")
     doc = weekly_review(history, start, leak_thresholds())
-    return c, redactor_for(request.user, c, history.state).review(doc), start
+    return c, redactor_for(request.user, c, history.state).review(doc), start, start < current
 
 
 @require_GET
 def review(request: HttpRequest, cluster: str) -> HttpResponse:
-    c, doc, start = _review(request, cluster)
+    c, doc, start, has_next = _review(request, cluster)
+    header, rows = review_table(doc)
     context = {
         "cluster": c,
         "doc": doc,
         "week": start.date().isoformat(),
         "previous": (start - timedelta(days=7)).date().isoformat(),
-        "next": (start + timedelta(days=7)).date().isoformat(),
+        "next": (start + timedelta(days=7)).date().isoformat() if has_next else None,
         "devices_chart": charts.devices_over_time(doc["series"]["devices"]),
         "weekly_chart": charts.leaked_by_week(doc["series"]["weekly"]),
-        "rows": review_csv_rows(doc),
+        "header": header,
+        "rows": rows,
+        "threshold_words": threshold_words(doc["thresholds"]),
+        "print": request.GET.get("print") == "1",
     }
     return render_page(request, "dashboard/review.html", context, "review")
 
 
 @require_GET
 def review_csv(request: HttpRequest, cluster: str) -> HttpResponse:
-    c, doc, start = _review(request, cluster)
+    c, doc, start, _ = _review(request, cluster)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="claimline-{c.name}-week-{start.date()}.csv"'
     csv.writer(response).writerows(review_csv_rows(doc))
@@ -90,6 +111,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
     holders = device_holders(history.state)
     redactor = redactor_for(request.user, c, history.state)
+    flagged = {str(x["uid"]): str(x["reason"]) for x in cluster_leaks(history)["claims"]}
     rows = []
     for device in advertised_devices(history.state):
         holder = holders.get(device.id)
@@ -111,6 +133,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
                 if holder
                 else "",
                 "holder_uid": meta(holder).get("uid", "") if holder else "",
+                "leak": flagged.get(meta(holder).get("uid", ""), "") if holder else "",
                 "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
             }
         )
@@ -123,8 +146,13 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
 @require_GET
 def audit_page(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    doc = redactor_for(request.user, c, history.state).audit(audit(history))
-    return render_page(request, "dashboard/audit.html", {"cluster": c, "doc": doc}, "warnings")
+    doc = redactor_for(request.user, c, history.state).audit(cluster_audit(history))
+    kind = request.GET.get("kind", "")
+    kinds = sorted({str(w["kind"]) for w in doc["warnings"]})
+    if kind:
+        doc = {**doc, "warnings": [w for w in doc["warnings"] if w["kind"] == kind]}
+    context = {"cluster": c, "doc": doc, "kind": kind, "kinds": kinds}
+    return render_page(request, "dashboard/audit.html", context, "warnings")
 
 
 @require_GET

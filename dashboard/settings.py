@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "template_partials",
     "collector",
     "dashboard",
+    "notify",
 ]
 
 MIDDLEWARE = [
@@ -107,7 +108,8 @@ SECURE_REFERRER_POLICY = "same-origin"
 SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 SECURE_SSL_REDIRECT = not DEBUG
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# Probes and Prometheus talk plain HTTP to the Pod inside the cluster (deploy/); /metrics still needs its token.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_HSTS_SECONDS = 0 if DEBUG else env_int("CLAIMLINE_HSTS_SECONDS", 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
@@ -171,3 +173,35 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CLAIMLINE_COLLECT_LOCK_TIMEOUT = env_int("CLAIMLINE_COLLECT_LOCK_TIMEOUT", 600, minimum=1)
 CLAIMLINE_RETENTION_DAYS = env_int("CLAIMLINE_RETENTION_DAYS", 90, minimum=1)
+
+# Notices (notify/, README.md "Notifications"): the platform's receivers get every notice;
+# teams' receivers are edited in the admin.
+CLAIMLINE_NOTIFY_WEBHOOK_URL = os.environ.get("CLAIMLINE_NOTIFY_WEBHOOK_URL", "")
+CLAIMLINE_NOTIFY_WEBHOOK_FORMAT = os.environ.get("CLAIMLINE_NOTIFY_WEBHOOK_FORMAT", "json")
+if CLAIMLINE_NOTIFY_WEBHOOK_FORMAT not in ("json", "slack"):
+    raise ImproperlyConfigured(
+        f"CLAIMLINE_NOTIFY_WEBHOOK_FORMAT must be 'json' or 'slack', got {CLAIMLINE_NOTIFY_WEBHOOK_FORMAT!r}"
+    )
+CLAIMLINE_NOTIFY_EMAILS = env_list("CLAIMLINE_NOTIFY_EMAILS", [])
+CLAIMLINE_NOTIFY_PENDING_AFTER = env_int("CLAIMLINE_NOTIFY_PENDING_AFTER", 30 * 60)
+CLAIMLINE_NOTIFY_FAILED_COLLECTIONS = env_int("CLAIMLINE_NOTIFY_FAILED_COLLECTIONS", 3, minimum=1)
+# A collection that changed nothing is scanned anyway once the last scan is this old (seconds):
+# thresholds are crossed by time passing alone.
+CLAIMLINE_NOTIFY_RESCAN_AFTER = env_int("CLAIMLINE_NOTIFY_RESCAN_AFTER", 10 * 60)
+CLAIMLINE_NOTIFY_TIMEOUT = env_float("CLAIMLINE_NOTIFY_TIMEOUT", 10.0, minimum=0.1)
+CLAIMLINE_NOTIFY_MAX_ATTEMPTS = env_int("CLAIMLINE_NOTIFY_MAX_ATTEMPTS", 6, minimum=1)
+# Links in notices and e-mails are absolute when this is set (e.g. https://claimline.example.com).
+CLAIMLINE_PUBLIC_URL = os.environ.get("CLAIMLINE_PUBLIC_URL", "").rstrip("/")
+CLAIMLINE_REVIEW_EMAILS = env_list("CLAIMLINE_REVIEW_EMAILS", [])
+
+# E-mail (notices and the weekly review): Django's settings, from the environment.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", default=False)
+# A mail server that accepts connections but never answers must not hold a worker forever.
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "claimline@localhost")

@@ -1,12 +1,17 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
+from django.views.generic import RedirectView
 
-from dashboard import api, diagnosis_views, report_views, views
+from dashboard import api, diagnosis_views, overview_views, report_views, views
+from notify import views as notify_views
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("c/<slug:cluster>/", views.claims, name="claims"),
+    path("", overview_views.home, name="home"),
+    path("c/<slug:cluster>/", overview_views.cluster_overview, name="overview"),
+    # No trailing slash: ``claims/<uid>/`` are the claims themselves.
+    path("c/<slug:cluster>/claims", views.claims, name="claims"),
+    path("c/<slug:cluster>/claims/", RedirectView.as_view(pattern_name="claims", query_string=True)),
     path("c/<slug:cluster>/claims/<str:uid>/", views.claim_detail, name="claim"),
     path("c/<slug:cluster>/snapshots/", views.snapshots, name="snapshots"),
     path("c/<slug:cluster>/search", diagnosis_views.search, name="search"),
@@ -19,6 +24,7 @@ urlpatterns = [
     path("c/<slug:cluster>/classes/", report_views.device_classes, name="classes"),
     path("c/<slug:cluster>/devices/<str:driver>/<str:pool>/<str:name>/", report_views.device, name="device"),
     path("c/<slug:cluster>/audit/", report_views.audit_page, name="audit"),
+    path("c/<slug:cluster>/notices/", notify_views.notices, name="notices"),
     path("api/snapshots", api.api_snapshots, name="api-snapshots"),
     path("api/explain", api.api_explain, name="api-explain"),
     path("api/match-devices", api.api_match_devices, name="api-match-devices"),

@@ -8,6 +8,7 @@ so the same call always returns the same object.
 
 from __future__ import annotations
 
+import copy
 import uuid
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -1004,6 +1005,90 @@ def pod(
     if statuses:
         status["resourceClaimStatuses"] = statuses
     return _finish({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
+
+
+# --- extended resources backed by DRA, binding conditions ------------------------------------------
+
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+
+
+def with_extended_resources(pod_obj: Obj, resources: Mapping[str, int | str], container: str | None = None) -> Obj:
+    """The Pod with a container (the first by default) asking for extended resources, requests = limits."""
+    out = copy.deepcopy(pod_obj)
+    containers = out["spec"]["containers"]
+    target = next((c for c in containers if c["name"] == container), None) if container else containers[0]
+    if target is None:
+        raise ValueError(f"pod has no container {container}")
+    res = target.setdefault("resources", {})
+    for key in ("requests", "limits"):
+        res[key] = {**res.get(key, {}), **{k: str(v) for k, v in resources.items()}}
+    return _finish(out)
+
+
+def extended_resource_claim_name(pod_obj: Obj) -> str:
+    """``<pod>-extended-resources-<suffix>``: the scheduler creates the claim with that generateName."""
+    name = pod_obj["metadata"]["name"]
+    return f"{name}-extended-resources-{name_suffix('extended', pod_obj['metadata']['uid'])}"
+
+
+def extended_resource_claim(
+    pod_obj: Obj, requests: Sequence[Obj], created: datetime, name: str | None = None, **kwargs: Any
+) -> Obj:
+    """The claim the scheduler creates for a Pod's DRA-backed extended resources (annotated, owned by the Pod).
+
+    ``requests`` are named ``container-<i>-request-<j>`` (use ``request(name=…)``); ``kwargs`` go to ``claim``.
+    """
+    pod_meta = pod_obj["metadata"]
+    out = claim(pod_meta["namespace"], name or extended_resource_claim_name(pod_obj), requests, created, **kwargs)
+    meta = out["metadata"]
+    meta["generateName"] = f"{pod_meta['name']}-extended-resources-"
+    meta["annotations"] = {**meta.get("annotations", {}), EXTENDED_CLAIM_ANNOTATION: "true"}
+    meta["ownerReferences"] = [owner_reference(pod_obj)]
+    return _finish(out)
+
+
+def with_extended_resource_claim_status(pod_obj: Obj, claim_name: str, mappings: Sequence[tuple[str, str, str]]) -> Obj:
+    """The Pod with ``status.extendedResourceClaimStatus``; ``mappings`` are (container, resource, request)."""
+    out = copy.deepcopy(pod_obj)
+    out["status"]["extendedResourceClaimStatus"] = {
+        "requestMappings": [
+            {"containerName": c, "resourceName": r, "requestName": q} for c, r, q in mappings
+        ],
+        "resourceClaimName": claim_name,
+    }
+    return _finish(out)
+
+
+def with_binding_conditions(
+    device: Obj,
+    conditions: Sequence[str],
+    failure_conditions: Sequence[str] = (),
+    binds_to_node: bool = True,
+) -> Obj:
+    """A slice device (``gpu_device``) the scheduler binds to only once the driver reports ``conditions`` True."""
+    out = copy.deepcopy(device)
+    out["bindingConditions"] = list(conditions)
+    if failure_conditions:
+        out["bindingFailureConditions"] = list(failure_conditions)
+    if binds_to_node:
+        out["bindsToNode"] = True
+    return out
+
+
+def binding_result(
+    request_name: str,
+    pool: str,
+    device: str,
+    conditions: Sequence[str],
+    failure_conditions: Sequence[str] = (),
+    driver: str = GPU_DRIVER,
+) -> Obj:
+    """An allocation result with the binding conditions the allocator copied from the device (for ``claim``)."""
+    out: Obj = {"request": request_name, "driver": driver, "pool": pool, "device": device}
+    out["bindingConditions"] = list(conditions)
+    if failure_conditions:
+        out["bindingFailureConditions"] = list(failure_conditions)
+    return out
 
 
 def pod_ref(pod_obj: Obj) -> tuple[str, str]:

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+import orjson
+import pytest
+from django.core.management import call_command
 
 from demo import builders as b
 
@@ -38,3 +43,16 @@ def small_cluster(at: datetime = T0, pods: int = 3) -> list[dict[str, Any]]:
     # A Pod without claims: the collector must leave it out.
     objects.append(b.pod("team-a", "web", created, claims=[], node_name="worker-0", phase="Running"))
     return objects
+
+
+def cli_json_over(
+    tmp_path: Path, objects: list[dict[str, Any]], at: datetime, capsys: pytest.CaptureFixture[str], *command: str
+) -> Any:
+    """``import-snapshot`` of a dump of ``objects`` taken at ``at``, then ``command --json``'s parsed output."""
+    dump = tmp_path / "dump.json"
+    dump.write_bytes(b.dump_json(objects))
+    call_command("import-snapshot", str(dump), "--at", at.isoformat())
+    capsys.readouterr()
+    call_command(*command, "--json")
+    return orjson.loads(capsys.readouterr().out)
+

@@ -61,10 +61,10 @@ def test_anonymous_pages_redirect_to_sign_in_and_api_answers_401(demo_history: A
 
 
 def test_claims_list_is_scoped(clients: dict[str, Client]) -> None:
-    assert "llm-finetune-gpu" in body(clients["owner"], "/c/demo/")
-    member = body(clients["member"], "/c/demo/")
+    assert "llm-finetune-gpu" in body(clients["owner"], "/c/demo/claims")
+    member = body(clients["member"], "/c/demo/claims")
     assert "jupyter-alice-0-gpu" in member and "llm-finetune-gpu" not in member and "report-gpu" not in member
-    assert "<td>research</td>" not in body(clients["outsider"], "/c/demo/")
+    assert "<td>research</td>" not in body(clients["outsider"], "/c/demo/claims")
     api = clients["member"].get("/api/claims").json()["claims"]
     assert api and {c["namespace"] for c in api} == {"ml-training"}
     assert clients["outsider"].get("/api/claims").json()["claims"] == []
@@ -181,7 +181,7 @@ def test_trusted_proxy_header_sign_in(demo_history: Any, settings: Any) -> None:
         MIDDLEWARE=middleware,
     ):
         proxied = Client(REMOTE_ADDR="127.0.0.1")
-        page = proxied.get("/c/demo/", HTTP_X_FORWARDED_USER="carol", HTTP_X_FORWARDED_GROUPS="ml-training,made-up")
+        page = proxied.get("/c/demo/claims", HTTP_X_FORWARDED_USER="carol", HTTP_X_FORWARDED_GROUPS="ml-training,made-up")
         assert page.status_code == 200 and "jupyter-alice-0-gpu" in page.content.decode()
         assert list(User.objects.get(username="carol").groups.values_list("name", flat=True)) == ["ml-training"]
         spoofed = Client(REMOTE_ADDR="10.1.2.3").get("/c/demo/", HTTP_X_FORWARDED_USER="mallory")

@@ -142,6 +142,17 @@ def test_double_allocator() -> None:
     assert "gpu.nvidia.com" in found[0]["message"]
 
 
+def test_double_allocator_names_the_class_serving_the_same_extended_resource() -> None:
+    objs = healthy_cluster()
+    objs[3] = b.node("gpu-node-0", T0 - 90 * 24 * H, extended_gpus=8)
+    objs.append(b.device_class("gpu-extended", extended_resource_name="nvidia.com/gpu"))
+    found = warnings(objs)
+    assert kinds(found) == [("double-allocator", "gpu-node-0")]
+    message = found[0]["message"]
+    assert "nvidia.com/gpu: 8" in message and "through gpu.nvidia.com ResourceSlices" in message
+    assert "DeviceClass gpu-extended also serves nvidia.com/gpu through DRA (extendedResourceName)" in message
+
+
 def test_device_plugin_node_without_slices_is_fine() -> None:
     objs = [*healthy_cluster(), b.node("legacy-0", T0 - 90 * 24 * H, extended_gpus=8)]
     assert warnings(objs) == []

@@ -28,7 +28,7 @@ def test_home_page_lists_claims_and_opens_one(live_server, tmp_path: Path) -> No
     call_command("import-snapshot", str(tmp_path / "a.json"), "--at", T0.isoformat())
     with chromium_page() as page:
         sign_in(page, live_server.url)
-        page.goto(live_server.url + "/")
+        page.goto(live_server.url + "/c/demo/claims")
         table = page.get_by_test_id("claims")
         table.wait_for()
         assert "train-0-gpu" in table.inner_text()

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
 
 from collector.celery import beat_schedule
 from collector.fake_apiserver import FakeApiServer
 from collector.models import Snapshot
 from collector.tasks import collect_cluster, collection_lock
 from dashboard.config import ClusterSource
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.workers import celery_worker, worker_env
 
 
 def test_beat_has_one_expiring_entry_per_cluster() -> None:
@@ -47,24 +41,13 @@ def test_a_run_already_holding_the_lock_is_not_overlapped() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_worker_and_beat_land_a_snapshot(tmp_path: Path, fake_api: FakeApiServer) -> None:
     kubeconfig = tmp_path / "kubeconfig"
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "REDIS_URL": settings.REDIS_URL,
-        "CLAIMLINE_CLUSTERS": f"itest=kubeconfig:{kubeconfig}",
-        "CLAIMLINE_COLLECT_INTERVAL": "1",
-        "CLAIMLINE_REQUEST_TIMEOUT": "5",
-    }
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    worker = subprocess.Popen(
-        [
-            sys.executable, "-m", "celery", "-A", "collector", "worker", "--beat", "--pool", "solo",
-            "--loglevel", "INFO", "--schedule", str(tmp_path / "beat-schedule"),
-        ],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    env = worker_env(
+        CLAIMLINE_CLUSTERS=f"itest=kubeconfig:{kubeconfig}",
+        CLAIMLINE_COLLECT_INTERVAL="1",
+        CLAIMLINE_REQUEST_TIMEOUT="5",
     )
-    try:
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    with celery_worker(env, "--beat", "--schedule", str(tmp_path / "beat-schedule")) as worker:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if Snapshot.objects.filter(cluster__name="itest", status="ok").count() >= 2:
@@ -75,9 +58,3 @@ def test_worker_and_beat_land_a_snapshot(tmp_path: Path, fake_api: FakeApiServer
         assert [r.status for r in runs][:2] == ["ok", "ok"], [(r.status, r.error) for r in runs]
         assert runs[0].versions_written > 0
         assert runs[1].versions_written == 0  # unchanged cluster, nothing new
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()

@@ -99,6 +99,10 @@ def test_metrics_exposition(demo_history: Any, admin_client: Client) -> None:
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")
     for family in ("claimline_devices_advertised", "claimline_devices_allocated", "claimline_flagged_claims"):
         assert f"# TYPE {family} gauge" in text
+    # The endpoint adds collection health from the snapshot runs: five imports, all ok.
+    assert 'claimline_collection_last_run_status{status="ok"} 1' in text
+    assert "claimline_collection_failures_since_success 0" in text
+    assert 'claimline_pending_pods{boundary="allocation",reason="selector-unsatisfiable"}' in text
 
 
 def test_pages_render(demo_history: Any, admin_client: Client) -> None:

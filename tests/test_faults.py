@@ -140,7 +140,7 @@ def test_pages_serve_while_redis_is_down(admin_client: Client, tmp_path: Path) -
         for url in ("/c/demo/", "/c/demo/snapshots/", "/c/demo/retained/", "/api/snapshots", "/healthz"):
             response = admin_client.get(url)
             assert response.status_code == 200, url
-        assert b"train-0-gpu" in admin_client.get("/c/demo/").content
+        assert b"train-0-gpu" in admin_client.get("/c/demo/claims").content
 
 
 @pytest.mark.django_db

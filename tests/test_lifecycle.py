@@ -14,9 +14,9 @@ from dashboard.domain.lifecycle import (
     claim_lifecycles,
     related_events,
     resolve_pod_claims,
-    timeline,
 )
 from dashboard.domain.state import MemoryHistory
+from dashboard.domain.timeline import timeline
 from demo import builders as b
 
 NS = "ml"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.metrics import escape_label_value, render_metrics
+from dashboard.domain.metrics import CollectionHealth, escape_label_value, render_metrics
 from dashboard.domain.state import MemoryHistory
 from demo import builders as b
 
@@ -213,6 +213,85 @@ def test_empty_cluster_still_declares_families() -> None:
     families = parse(render_metrics(MemoryHistory([(T0, [])])))
     assert families["claimline_devices_advertised"]["samples"] == {}
     assert value(families, "claimline_flagged_claims", reason="stuck-deletion") == 0
+
+
+def test_models_pending_pods_and_preparation_by_node(families: dict[str, dict[str, Any]]) -> None:
+    a100 = {"driver": "gpu.nvidia.com", "model": "NVIDIA A100-SXM4-40GB"}
+    h100 = {**a100, "model": "NVIDIA H100 80GB HBM3"}
+    assert value(families, "claimline_model_devices_advertised", **a100) == 8
+    assert value(families, "claimline_model_devices_allocated", **a100) == 3
+    assert value(families, "claimline_model_devices_advertised", **h100) == 4
+    assert value(families, "claimline_model_devices_allocated", **h100) == 1
+    # stuck-0: its one claim failed preparation on node-b; ok-0 is running, so it is not pending.
+    assert value(families, "claimline_preparation_failed_claims", node="node-b") == 1
+    failed = {"boundary": "preparation", "reason": "preparation-failed"}
+    assert value(families, "claimline_pending_pods", **failed) == 1
+    assert value(families, "claimline_pending_pod_max_age_seconds", **failed) == 3 * 3600
+    assert len(families["claimline_pending_pods"]["samples"]) == 1
+
+
+def test_pending_age_is_the_oldest_pod_of_a_reason() -> None:
+    objs = [b.namespace(NS), b.device_class(), b.node("node-a", T0 - 24 * H)]
+    old = b.pod(NS, "old", T0, claims=[("gpu", {"claim": "old-gpu"})])
+    new = b.pod(NS, "new", T0 + H, claims=[("gpu", {"claim": "new-gpu"})])
+    claims = [b.claim(NS, "old-gpu", [b.request()], T0), b.claim(NS, "new-gpu", [b.request()], T0 + H)]
+    families = parse(render_metrics(MemoryHistory([(T0 + 2 * H, [*objs, old, new, *claims])])))
+    [(key, count)] = families["claimline_pending_pods"]["samples"].items()
+    assert count == 2
+    assert families["claimline_pending_pod_max_age_seconds"]["samples"][("claimline_pending_pod_max_age_seconds", key[1])] == 2 * 3600
+
+
+def test_inventory_warnings_by_kind() -> None:
+    objs = [b.namespace("gpu-ops", admin_access=True), b.namespace(NS)]
+    families = parse(render_metrics(MemoryHistory([(T0, objs)])))
+    assert value(families, "claimline_inventory_warnings", kind="admin-access-namespace") == 1
+    assert value(families, "claimline_inventory_warnings", kind="stale-inventory") == 0
+
+
+def test_collection_health_families() -> None:
+    assert "claimline_collection_" not in render_metrics(cluster())
+    health = CollectionHealth(last_run_at=T0 + 4 * H, last_run_status="failed", failures_since_success=2)
+    families = parse(render_metrics(cluster(), collection=health))
+    assert value(families, "claimline_collection_last_run_timestamp_seconds") == (T0 + 4 * H).timestamp()
+    assert value(families, "claimline_collection_last_run_status", status="failed") == 1
+    assert value(families, "claimline_collection_last_run_status", status="ok") == 0
+    assert value(families, "claimline_collection_failures_since_success") == 2
+    # The usable snapshot the rest describes stays the one before the failures.
+    assert value(families, "claimline_as_of_timestamp_seconds") == (T0 + 3 * H).timestamp()
+
+
+@pytest.mark.django_db
+def test_collection_health_counts_failures_since_the_newest_usable_snapshot() -> None:
+    from collector.models import Cluster, Snapshot
+    from dashboard.history import collection_health
+
+    c = Cluster.objects.create(name="c1")
+    for i, status in enumerate(["failed", "ok", "partial", "failed", "failed", "running"]):
+        Snapshot.objects.create(cluster=c, at=T0 + i * M, started=T0 + i * M, source="test", status=status)
+    health = collection_health(c, T0 + 2 * M)
+    assert health == CollectionHealth(last_run_at=T0 + 4 * M, last_run_status="failed", failures_since_success=2)
+    empty = Cluster.objects.create(name="c2")
+    assert collection_health(empty, T0) == CollectionHealth(None, None, 0)
+
+
+def test_pending_pods_agree_with_explain_on_the_demo_story() -> None:
+    from dashboard.domain.lifecycle import is_terminal
+    from dashboard.domain.verdicts import explain
+    from demo.story import DEMO_BASE, demo_snapshots
+
+    history = MemoryHistory(demo_snapshots(DEMO_BASE))
+    expected: dict[str, float] = {}
+    for pod in history.state.of_kind("Pod"):
+        if is_terminal(pod) or not (pod.get("spec") or {}).get("resourceClaims"):
+            continue
+        verdict = explain(history, pod["metadata"]["namespace"], pod["metadata"]["name"])["verdict"]
+        if verdict["boundary"] is not None:
+            key = f'{{boundary="{verdict["boundary"]}",reason="{verdict["reason"]}"}}'
+            expected[key] = expected.get(key, 0) + 1
+    families = parse(render_metrics(history))
+    got = {labels: v for (_, labels), v in families["claimline_pending_pods"]["samples"].items()}
+    assert got == expected
+    assert len(expected) >= 3  # the story fails allocation, preparation and runtime
 
 
 def test_inventory_age_of_a_pool_follows_its_newest_slice() -> None:

@@ -36,7 +36,7 @@ def test_home_redirects_to_the_default_cluster(admin_client: Client) -> None:
 
 
 def test_claims_page_lists_claims(admin_client: Client, history: list[dict]) -> None:
-    response = admin_client.get("/c/demo/")
+    response = admin_client.get("/c/demo/claims")
     assert response.status_code == 200
     body = response.content.decode()
     for claim in (o for o in history if o["kind"] == "ResourceClaim"):
@@ -46,7 +46,7 @@ def test_claims_page_lists_claims(admin_client: Client, history: list[dict]) -> 
 
 
 def test_claims_partial_for_htmx(admin_client: Client, history: list[dict]) -> None:
-    response = admin_client.get("/c/demo/", HTTP_HX_REQUEST="true")
+    response = admin_client.get("/c/demo/claims", HTTP_HX_REQUEST="true")
     body = response.content.decode()
     assert "<html" not in body and 'id="claims"' in body
     assert "HX-Request" in response["Vary"]
@@ -70,6 +70,7 @@ def test_empty_cluster_says_how_to_collect(admin_client: Client) -> None:
     from collector.history import get_cluster
 
     get_cluster("demo")
+    assert "collect --once" in admin_client.get("/c/demo/claims").content.decode()
     assert "collect --once" in admin_client.get("/c/demo/").content.decode()
 
 
@@ -91,7 +92,7 @@ def test_names_from_the_cluster_are_escaped(admin_client: Client, tmp_path: Path
     hostile["metadata"]["name"] = "<script>alert(1)</script>"
     (tmp_path / "h.json").write_bytes(b.dump_json([hostile]))
     call_command("import-snapshot", str(tmp_path / "h.json"), "--at", T0.isoformat())
-    body = admin_client.get("/c/demo/").content.decode()
+    body = admin_client.get("/c/demo/claims").content.decode()
     assert "<script>alert(1)</script>" not in body
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
 
@@ -102,9 +103,9 @@ def test_claims_list_filters_by_namespace_and_pages(admin_client: Client, tmp_pa
     claims = [b.claim(f"ns-{i % 3}", f"c-{i:04d}", [b.request()], T0) for i in range(CLAIMS_PER_PAGE + 50)]
     (tmp_path / "many.json").write_bytes(b.dump_json(claims))
     call_command("import-snapshot", str(tmp_path / "many.json"), "--at", T0.isoformat())
-    first = admin_client.get("/c/demo/").content.decode()
+    first = admin_client.get("/c/demo/claims").content.decode()
     assert first.count('href="/c/demo/claims/') == CLAIMS_PER_PAGE and "page 1 of 2" in first
-    second = admin_client.get("/c/demo/", {"page": 2}).content.decode()
+    second = admin_client.get("/c/demo/claims", {"page": 2}).content.decode()
     assert second.count('href="/c/demo/claims/') == 50
-    only = admin_client.get("/c/demo/", {"namespace": "ns-1"}).content.decode()
+    only = admin_client.get("/c/demo/claims", {"namespace": "ns-1"}).content.decode()
     assert only.count('href="/c/demo/claims/') == 83 and "<td>ns-2</td>" not in only

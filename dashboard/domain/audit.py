@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from dashboard.domain.diff import diff
+from dashboard.domain.extended_resources import resource_classes
 from dashboard.domain.inventory import (
     allocated_devices,
     current_slices,
@@ -19,6 +20,8 @@ from dashboard.domain.inventory import (
     pool_generations,
 )
 from dashboard.domain.state import ClusterState, HistoryView, Object, meta, ns_name
+from dashboard.domain.state import spec_of as _spec
+from dashboard.domain.state import status_of as _status
 from dashboard.domain.timefmt import parse_time, rfc3339
 
 STALE_INVENTORY = "stale-inventory"
@@ -33,16 +36,6 @@ Warning = dict[str, str]
 
 def _warning(kind: str, subject: str, message: str) -> Warning:
     return {"kind": kind, "subject": subject, "message": message}
-
-
-def _spec(obj: Object) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def _status(obj: Object) -> dict[str, Any]:
-    status = obj.get("status")
-    return status if isinstance(status, dict) else {}
 
 
 def _plural(n: int, word: str) -> str:
@@ -227,6 +220,7 @@ def _double_allocator_warnings(state: ClusterState) -> Iterator[Warning]:
     for slice_obj in state.of_kind("ResourceSlice"):
         if name := _spec(slice_obj).get("nodeName"):
             slices_by_node.setdefault(str(name), []).append(slice_obj)
+    classes = resource_classes(state)
     for node in sorted(state.of_kind("Node"), key=lambda n: ns_name(n)[1]):
         name = ns_name(node)[1]
         for resource, quantity in sorted(_extended_gpus(node).items()):
@@ -235,13 +229,22 @@ def _double_allocator_warnings(state: ClusterState) -> Iterator[Warning]:
                 driver, _ = _pool(slice_obj)
                 if _same_vendor(resource, driver):
                     drivers[driver] = drivers.get(driver, 0) + len(_spec(slice_obj).get("devices") or ())
+            mapped = ""
+            if resource in classes:
+                # Both paths answer the same Pod request: the scheduler prefers the device plugin where
+                # the node advertises it, so the class's DRA devices on this node are handed out too.
+                mapped = (
+                    f" DeviceClass {classes[resource]} also serves {resource} through DRA "
+                    f"(extendedResourceName): Pods asking for {resource} get device-plugin GPUs on {name} "
+                    f"while claims allocate its ResourceSlice devices."
+                )
             for driver, count in sorted(drivers.items()):
                 yield _warning(
                     DOUBLE_ALLOCATOR,
                     name,
                     f"Node {name} advertises {resource}: {quantity} through a device plugin and "
                     f"{_plural(count, 'device')} through {driver} ResourceSlices; the same GPUs can be "
-                    f"handed out twice.",
+                    f"handed out twice.{mapped}",
                 )
 
 

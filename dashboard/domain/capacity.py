@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from dashboard.domain.inventory import DeviceId, advertised_devices, slice_pool
+from dashboard.domain.inventory import AdvertisedDevice, DeviceId, advertised_devices, slice_pool
 from dashboard.domain.leaks import (
     CachedHistory,
     Thresholds,
@@ -56,6 +56,19 @@ FLAT_FIELDS = (
 )
 Hours = dict[str, float]
 CSV_HEADER = ["scope", "name", *FLAT_FIELDS, "reason"]
+# The page's names for the CSV's columns and scopes.
+TABLE_HEADER = [
+    "Scope",
+    "Name",
+    "Allocated device-hours",
+    "Week before",
+    "Change",
+    "Leaked device-hours",
+    "Week before",
+    "Change",
+    "Leak reason",
+]
+SCOPE_NAMES = {"total": "All claims", "namespace": "Namespace", "model": "Model", "claim": "Claim"}
 
 
 @dataclass(frozen=True)
@@ -144,6 +157,10 @@ def _leaked_pieces(
     return pieces
 
 
+def device_model(device: AdvertisedDevice) -> str:
+    return str(device.attribute(MODEL_ATTRIBUTE) or UNKNOWN_MODEL)
+
+
 # --- inventory over time ------------------------------------------------------------------------------
 
 
@@ -181,7 +198,7 @@ class InventoryTimeline:
             for key in changed:
                 counter: Counter[str] = Counter()
                 for device in advertised_devices(ClusterState(t, {"ResourceSlice": pool_slices.get(key, {})})):
-                    model = str(device.attribute(MODEL_ATTRIBUTE) or UNKNOWN_MODEL)
+                    model = device_model(device)
                     models[device.id] = model
                     counter[model] += 1
                 pool_counts[key] = counter
@@ -298,6 +315,13 @@ def _device_series(
     if series and series[-1]["at"] != rfc3339(end):
         series.append({**series[-1], "at": rfc3339(end)})  # so a step chart reaches the end
     return series
+
+
+def allocation_series(history: HistoryView, start: datetime) -> list[dict[str, Any]]:
+    """Devices advertised and allocated from ``start`` to ``history.as_of``, at every change, as the review counts."""
+    claims = history.all_versions("ResourceClaim", since=start)
+    allocated = _allocated_pieces(claims, history.as_of)
+    return _device_series(allocated, InventoryTimeline.build(history, start), start, history.as_of)
 
 
 def weekly_review(
@@ -427,3 +451,15 @@ def review_csv_rows(review: dict[str, Any]) -> list[list[str]]:
     rows += [row("model", r["model"], r) for r in review["by_model"]]
     rows += [row("claim", f"{r['namespace']}/{r['name']}", r, r["reason"]) for r in review["top_offenders"]]
     return rows
+
+
+def _signed(value: str) -> str:
+    return value if value.startswith("-") or float(value) == 0 else f"+{value}"
+
+
+def review_table(review: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The CSV's rows for reading on a page: column and scope names in words, changes signed."""
+    rows = []
+    for scope, name, a, pa, da, lk, pl, dl, reason in review_csv_rows(review)[1:]:
+        rows.append([SCOPE_NAMES.get(scope, scope), name, a, pa, _signed(da), lk, pl, _signed(dl), reason])
+    return list(TABLE_HEADER), rows

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +21,12 @@ class ClaimSummary:
     node: str
     created: datetime | None
     consumers: tuple[str, ...]
+    leak: str = ""  # the retention reason when the leak report flags the claim
+
+    @property
+    def badges(self) -> tuple[str, ...]:
+        """What a list shows: the allocation state, and the leak reason that state alone hides."""
+        return (self.state, self.leak) if self.leak else (self.state,)
 
 
 def allocation_results(claim: Object) -> list[dict[str, Any]]:
@@ -84,3 +91,9 @@ def claim_summaries(state: ClusterState) -> list[ClaimSummary]:
             (summarize_claim(c) for c in state.of_kind("ResourceClaim")), key=lambda s: (s.namespace, s.name)
         )
     return list(summaries)
+
+
+def with_leak_flags(summaries: Iterable[ClaimSummary], leaks: Mapping[str, Any]) -> list[ClaimSummary]:
+    """``summaries`` with each claim the leaks document flags marked with its reason."""
+    reasons = {str(c["uid"]): str(c["reason"]) for c in leaks["claims"]}
+    return [replace(s, leak=reasons[s.uid]) if s.uid in reasons else s for s in summaries]

@@ -173,6 +173,15 @@ def device_hours(device_count: int, since: datetime, until: datetime) -> float:
     return round(device_count * max((until - since).total_seconds(), 0.0) / 3600.0, 2)
 
 
+def flagged_from(condition: Condition, thresholds: Thresholds) -> datetime:
+    """When a claim counts as leaking: its condition observed for the reason's threshold.
+
+    The one definition of leaked device-hours: devices x hours from here on. Held
+    device-hours (``device_hours`` of the leaks JSON) count from the allocation instead.
+    """
+    return condition.since + thresholds.for_reason(condition.reason)
+
+
 # --- consumers ------------------------------------------------------------------------------------
 
 
@@ -578,6 +587,7 @@ def leak_entry(
     namespace, name = ns_name(claim)
     devices = held_devices(claim)
     since = allocation_since(claim_versions) or claim_versions[-1].at
+    leaking = max(flagged_from(condition, thresholds), since)
     return {
         "uid": uid_of(claim),
         "namespace": namespace,
@@ -586,6 +596,8 @@ def leak_entry(
         "devices": devices,
         "held_since": rfc3339(since),
         "device_hours": device_hours(len(devices), since, at),
+        "flagged_since": rfc3339(leaking),
+        "leaked_device_hours": device_hours(len(devices), leaking, at),
         "observed_since": rfc3339(condition.since),
         "threshold_seconds": thresholds.for_reason(condition.reason).total_seconds(),
         "owner": claim_owner(history, claim, at),
@@ -698,13 +710,13 @@ def flagged_intervals(
             continue
         devices = tuple((d["driver"], d["pool"], d["device"]) for d in held_devices(versions[-1].obj))
         flagged = [
-            (max(c.since + thresholds.for_reason(c.reason), start), c.reason)
+            (max(flagged_from(c, thresholds), start), c.reason)
             for c in claim_conditions(history, versions, t)
         ]
         if flagged:
-            flagged_from, reason = min(flagged, key=lambda f: f[0])
-            if flagged_from < seg_end:
-                raw.append(FlaggedInterval(flagged_from, seg_end, reason, devices))
+            first, reason = min(flagged, key=lambda f: f[0])
+            if first < seg_end:
+                raw.append(FlaggedInterval(first, seg_end, reason, devices))
     return _merge(raw)
 
 

@@ -1,34 +1,57 @@
-"""A Pod's claims across the four boundaries, and the timeline that led there.
+"""A Pod's claims across the four boundaries: inventory, allocation and preparation here, runtime in ``runtime``.
 
 Each boundary is judged on its own evidence: an allocated claim says nothing
 about preparation, a running container nothing about which GPU it sees. Times
-come from the objects' own timestamps; a snapshot time is used only where the
-API records none (a waiting reason, a deletion), and every timeline entry says
-which one it used.
+come from the objects' own timestamps (``timeline`` lays them out); a snapshot
+time is used only where the API records none.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import re
-import weakref
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from dashboard.domain import extended_resources as ext
+from dashboard.domain.binding import PENDING_EVENT as BINDING_PENDING_EVENT
+from dashboard.domain.binding import binding_condition_types, binding_wait, is_binding_failure
+from dashboard.domain.boundaries import (
+    FAILED,
+    OK,
+    PENDING,
+    PREPARE_FAILURE_REASONS,
+    UNKNOWN,
+    Boundary,
+    ClaimLifecycle,
+    PodContext,
+    condition_evidence,
+    container_statuses,
+    containers_started,
+    earliest,
+    event_count,
+    event_evidence,
+    event_first,
+    event_last,
+    events_for_claim,
+    is_terminal,
+    later,
+    pod_condition,
+    quote,
+    related_events,
+    short_time,
+    time_key,
+)
 from dashboard.domain.inventory import (
-    AllocatedDevice,
     Inventory,
-    NodeInfo,
     allocated_devices,
     allocation,
     allocation_node,
     is_allocated,
 )
 from dashboard.domain.matching import (
-    SelectorCache,
     Simulation,
     claim_requests,
     class_drivers,
@@ -38,372 +61,16 @@ from dashboard.domain.matching import (
     selector_cache,
     simulate,
 )
-from dashboard.domain.state import HistoryView, Object, Version, meta, ns_name, uid_of
-from dashboard.domain.timefmt import parse_time, rfc3339
+from dashboard.domain.pod_claims import PodClaim, resolve_pod_claims
+from dashboard.domain.runtime import runtime_boundary
+from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
+from dashboard.domain.state import status_of as _status
+from dashboard.domain.timefmt import rfc3339
 
-BOUNDARIES = ("inventory", "allocation", "preparation", "runtime")
-OK, PENDING, FAILED, UNKNOWN = "ok", "pending", "failed", "unknown"
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
-PREPARE_FAILURE_REASONS = ("FailedPrepareDynamicResources", "FailedPrepareResources")
-RUNTIME_ERROR_REASONS = ("CreateContainerError", "RunContainerError", "StartError", "ContainerCannotRun")
-# Kubelet/containerd messages about device injection mention one of these.
-_DEVICE_WORDS = re.compile(r"\bcdi\b|device|nvidia|gpu|resourceclaim|claim=", re.IGNORECASE)
 _MAX_DEVICE_EVIDENCE = 64
-_MAX_QUOTE = 400
-
-
-@dataclass
-class Boundary:
-    state: str
-    since: str | None = None
-    evidence: list[dict[str, Any]] = field(default_factory=list)
-    reason: str | None = None  # a DESIGN.md reason code when the boundary blocks
-    message: str | None = None  # one sentence naming the evidence
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"state": self.state, "since": self.since, "evidence": self.evidence}
-        if self.reason:
-            out["reason"] = self.reason
-        if self.message:
-            out["message"] = self.message
-        return out
-
-
-@dataclass
-class PodClaim:
-    """One ``spec.resourceClaims`` entry of a Pod, and the ResourceClaim it resolves to."""
-
-    pod_claim_name: str
-    claim_name: str | None = None
-    template_name: str | None = None
-    claim: Object | None = None
-    problem: str | None = None  # claim-missing | template-missing
-    problem_message: str | None = None
-    gone_at: datetime | None = None  # set when ``claim`` is the last version before a deletion
-
-    @property
-    def uid(self) -> str | None:
-        return uid_of(self.claim) if self.claim else None
-
-
-@dataclass
-class ClaimLifecycle:
-    pod_claim: PodClaim
-    boundaries: dict[str, Boundary]
-    devices: list[AllocatedDevice] = field(default_factory=list)
-    node: str | None = None
-
-    @property
-    def uid(self) -> str | None:
-        return self.pod_claim.uid
-
-    @property
-    def name(self) -> str:
-        return self.pod_claim.claim_name or self.pod_claim.pod_claim_name
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "uid": self.uid,
-            "name": self.name,
-            "pod_claim": self.pod_claim.pod_claim_name,
-            "node": self.node,
-            "devices": [
-                {"request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device} for d in self.devices
-            ],
-            "boundaries": {name: self.boundaries[name].to_dict() for name in BOUNDARIES},
-        }
-
-
-# --- small readers ---------------------------------------------------------------------------------
-
-
-def _status(obj: Object) -> dict[str, Any]:
-    status = obj.get("status")
-    return status if isinstance(status, dict) else {}
-
-
-def _spec(obj: Object) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
-
-
-def pod_condition(pod: Object, type_: str) -> dict[str, Any] | None:
-    for cond in _status(pod).get("conditions") or ():
-        if isinstance(cond, dict) and cond.get("type") == type_:
-            return cond
-    return None
-
-
-def _condition_evidence(cond: Mapping[str, Any]) -> dict[str, Any]:
-    out = {"kind": "Condition", "type": cond.get("type"), "status": cond.get("status")}
-    for key in ("reason", "message", "lastTransitionTime"):
-        if cond.get(key):
-            out[key] = cond[key]
-    return out
-
-
-def event_first(ev: Object) -> str | None:
-    return ev.get("firstTimestamp") or ev.get("eventTime") or meta(ev).get("creationTimestamp")
-
-
-def _series(ev: Object) -> dict[str, Any]:
-    series = ev.get("series")
-    return series if isinstance(series, dict) else {}
-
-
-def event_last(ev: Object) -> str | None:
-    series = _series(ev)
-    return ev.get("lastTimestamp") or series.get("lastObservedTime") or event_first(ev)
-
-
-def event_count(ev: Object) -> int:
-    series = _series(ev)
-    try:
-        return int(ev.get("count") or series.get("count") or 1)
-    except (TypeError, ValueError):
-        return 1
-
-
-def _event_evidence(ev: Object) -> dict[str, Any]:
-    return {
-        "kind": "Event",
-        "reason": ev.get("reason"),
-        "message": ev.get("message"),
-        "count": event_count(ev),
-        "first": event_first(ev),
-        "last": event_last(ev),
-    }
-
-
-def _later(a: str | None, b: str | None) -> bool:
-    """Whether time ``a`` is strictly after ``b`` (unknown times never are)."""
-    ta, tb = parse_time(a), parse_time(b)
-    return ta is not None and tb is not None and ta > tb
-
-
-def _earliest(times: Iterable[str | None]) -> str | None:
-    parsed = [(parse_time(t), t) for t in times if t]
-    valid = [(p, t) for p, t in parsed if p is not None]
-    return min(valid)[1] if valid else None
-
-
-_NEVER = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def time_key(value: str | None) -> datetime:
-    """For sorting: unknown times first."""
-    return parse_time(value) or _NEVER
-
-
-def _quote(text: str | None) -> str:
-    text = " ".join(str(text or "").split())
-    return text if len(text) <= _MAX_QUOTE else text[: _MAX_QUOTE - 1] + "…"
-
-
-def _short_time(value: str | None) -> str:
-    return value or "an unknown time"
-
-
-def is_terminal(pod: Object) -> bool:
-    return _status(pod).get("phase") in TERMINAL_PHASES
-
-
-def last_known(history: HistoryView, kind: str, uid: str) -> tuple[Object | None, datetime | None]:
-    """The live object, or the last version before it was deleted (with the deletion time)."""
-    live = history.state.get(kind, uid)
-    if live is not None:
-        return live, None
-    gone_at = None
-    for version in reversed(history.versions(kind, uid)):
-        if version.obj is None:
-            gone_at = version.at
-        else:
-            return version.obj, gone_at
-    return None, gone_at
-
-
-def _last_named(history: HistoryView, kind: str, namespace: str, name: str) -> tuple[Object | None, datetime | None]:
-    for uid in reversed(history.uids_named(kind, namespace, name)):
-        obj, gone_at = last_known(history, kind, uid)
-        if obj is not None:
-            return obj, gone_at
-    return None, None
-
-
-# --- events ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class _EventIndex:
-    """Every event's newest stored content, by the UID (or Pod name) it is about."""
-
-    by_uid: dict[str, list[tuple[datetime, Object]]] = field(default_factory=dict)
-    by_pod_name: dict[tuple[str, str], list[tuple[datetime, Object]]] = field(default_factory=dict)
-
-
-# One index per history object: a report over thousands of Pods would otherwise reload every
-# event once per Pod. Histories are immutable views as of one time, so the index stays valid.
-_EVENT_INDEXES: weakref.WeakKeyDictionary[Any, _EventIndex] = weakref.WeakKeyDictionary()
-
-
-def _event_index(history: HistoryView) -> _EventIndex:
-    index = _EVENT_INDEXES.get(history)
-    if index is not None:
-        return index
-    index = _EventIndex()
-    for versions in history.all_versions("Event").values():
-        latest = next((v for v in reversed(versions) if v.obj is not None), None)
-        if latest is None or latest.obj is None:
-            continue
-        # When the event was last valid: a deletion after it, or still live.
-        last_seen = versions[-1].at if versions[-1].obj is None else history.as_of
-        event = latest.obj
-        involved = event.get("involvedObject") or event.get("regarding") or {}
-        if not isinstance(involved, dict):
-            continue
-        if involved.get("uid"):
-            index.by_uid.setdefault(str(involved["uid"]), []).append((last_seen, event))
-        elif involved.get("kind") == "Pod":
-            key = (str(involved.get("namespace") or ""), str(involved.get("name") or ""))
-            index.by_pod_name.setdefault(key, []).append((last_seen, event))
-    with contextlib.suppress(TypeError):  # a history that cannot be weakly referenced is not cached
-        _EVENT_INDEXES[history] = index
-    return index
-
-
-def related_events(history: HistoryView, pod: Object, claim_uids: Iterable[str] = ()) -> list[Object]:
-    """Events about the Pod incarnation (by UID) or its claims, including ones the cluster expired.
-
-    The last stored content of each event counts, so a count that grew is read at its newest.
-    """
-    index = _event_index(history)
-    since = parse_time(meta(pod).get("creationTimestamp"))
-    candidates = [entry for uid in {uid_of(pod), *claim_uids} for entry in index.by_uid.get(uid, ())]
-    candidates += index.by_pod_name.get(ns_name(pod), [])
-    out = [event for last_seen, event in candidates if since is None or last_seen >= since]
-    return sorted(out, key=lambda e: (time_key(event_first(e)), str(e.get("reason"))))
-
-
-# --- which claims a Pod uses -----------------------------------------------------------------------
-
-
-def resolve_pod_claims(history: HistoryView, pod: Object, use_history: bool = False) -> list[PodClaim]:
-    """Each ``spec.resourceClaims`` entry resolved to its ResourceClaim, or why it cannot be.
-
-    With ``use_history`` (a finished or deleted Pod), a claim that is gone now is
-    taken at its last stored version: the cluster deletes generated claims once
-    their Pod is done, and that is not a failure.
-    """
-    namespace = ns_name(pod)[0]
-    statuses = {s.get("name"): s for s in _status(pod).get("resourceClaimStatuses") or () if isinstance(s, dict)}
-    out = []
-    for entry in _spec(pod).get("resourceClaims") or ():
-        if not isinstance(entry, dict):
-            continue
-        pc = PodClaim(pod_claim_name=str(entry.get("name") or ""))
-        if entry.get("resourceClaimName"):
-            pc.claim_name = str(entry["resourceClaimName"])
-            _attach(history, pc, namespace, use_history)
-            if pc.claim is None:
-                pc.problem = "claim-missing"
-                pc.problem_message = (
-                    f"the Pod references ResourceClaim {namespace}/{pc.claim_name} (pod claim "
-                    f"{pc.pod_claim_name}), which does not exist"
-                )
-        elif entry.get("resourceClaimTemplateName"):
-            pc.template_name = str(entry["resourceClaimTemplateName"])
-            _resolve_generated(history, pod, pc, statuses.get(pc.pod_claim_name), use_history)
-        out.append(pc)
-    return out
-
-
-def _attach(history: HistoryView, pc: PodClaim, namespace: str, use_history: bool) -> None:
-    assert pc.claim_name is not None
-    pc.claim = history.state.find("ResourceClaim", namespace, pc.claim_name)
-    if pc.claim is None and use_history:
-        pc.claim, pc.gone_at = _last_named(history, "ResourceClaim", namespace, pc.claim_name)
-
-
-def _owned_claim(history: HistoryView, pod: Object, pod_claim_name: str) -> Object | None:
-    """A generated claim of this Pod found by owner and annotation (status not updated yet)."""
-    pod_uid = uid_of(pod)
-    for claim in history.state.of_kind("ResourceClaim"):
-        owners = meta(claim).get("ownerReferences") or ()
-        annotations = meta(claim).get("annotations") or {}
-        if any(o.get("uid") == pod_uid for o in owners) and (
-            annotations.get("resource.kubernetes.io/pod-claim-name") == pod_claim_name
-        ):
-            return claim
-    return None
-
-
-def _resolve_generated(
-    history: HistoryView, pod: Object, pc: PodClaim, status: Mapping[str, Any] | None, use_history: bool
-) -> None:
-    namespace = ns_name(pod)[0]
-    if status is not None and status.get("resourceClaimName"):
-        pc.claim_name = str(status["resourceClaimName"])
-        _attach(history, pc, namespace, use_history)
-    else:
-        pc.claim = _owned_claim(history, pod, pc.pod_claim_name)
-        if pc.claim is not None:
-            pc.claim_name = ns_name(pc.claim)[1]
-    if pc.claim is not None:
-        return
-    assert pc.template_name is not None
-    if history.state.find("ResourceClaimTemplate", namespace, pc.template_name) is None:
-        pc.problem = "template-missing"
-        pc.problem_message = (
-            f"the Pod's claim {pc.pod_claim_name} uses ResourceClaimTemplate "
-            f"{namespace}/{pc.template_name}, which does not exist"
-        )
-    elif pc.claim_name:
-        pc.problem = "claim-missing"
-        pc.problem_message = (
-            f"the Pod's claim {pc.pod_claim_name} resolves to ResourceClaim {namespace}/{pc.claim_name} "
-            f"(status.resourceClaimStatuses), which does not exist"
-        )
-    else:
-        pc.problem = "claim-missing"
-        pc.problem_message = (
-            f"no ResourceClaim was generated from template {namespace}/{pc.template_name} for the Pod's "
-            f"claim {pc.pod_claim_name} (status.resourceClaimStatuses names none)"
-        )
 
 
 # --- the four boundaries ---------------------------------------------------------------------------
-
-
-@dataclass
-class PodContext:
-    """Everything the boundaries of one Pod incarnation read, gathered once."""
-
-    history: HistoryView
-    pod: Object
-    inventory: Inventory
-    events: list[Object]
-    gone_at: datetime | None = None
-    observed_uuids: Mapping[str, str] | None = None
-    cache: SelectorCache = field(default_factory=SelectorCache)
-    claims: list[ClaimLifecycle] = field(default_factory=list)
-
-    @property
-    def node_name(self) -> str | None:
-        name = _spec(self.pod).get("nodeName")
-        return str(name) if name else None
-
-    @property
-    def phase(self) -> str:
-        return str(_status(self.pod).get("phase") or "")
-
-    @property
-    def settled(self) -> bool:
-        """Finished: no scheduler or kubelet will act on it again, so waiting means nothing."""
-        return is_terminal(self.pod)
-
-    def events_with(self, reasons: Sequence[str]) -> list[Object]:
-        return [e for e in self.events if e.get("reason") in reasons]
 
 
 @dataclass
@@ -443,6 +110,9 @@ def pod_lifecycle(
     ctx.claims = lifecycles
     _judge_unallocated(ctx, lifecycles)
     for lc in lifecycles:
+        if lc.pod_claim.extended is not None and lc.pod_claim.extended.planned:
+            _explain_planned(lc)
+    for lc in lifecycles:
         if lc.pod_claim.claim is not None and is_allocated(lc.pod_claim.claim):
             lc.boundaries["preparation"] = preparation_boundary(ctx, lc)
             lc.boundaries["runtime"] = runtime_boundary(ctx, lc)
@@ -472,7 +142,7 @@ def _allocated_version(history: HistoryView, claim: Object | None) -> Object | N
 
 def _missing(ctx: PodContext, pc: PodClaim) -> ClaimLifecycle:
     evidence = [_pod_claim_evidence(ctx.pod, pc)]
-    if ctx.settled or _containers_started(ctx.pod):
+    if ctx.settled or containers_started(ctx.pod):
         # Its containers ran, so the claim existed once; history just never saw it.
         allocation_boundary = Boundary(
             UNKNOWN, evidence=evidence, message=f"claim {pc.claim_name or pc.pod_claim_name} was never observed"
@@ -549,10 +219,10 @@ def _inventory_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
         else:
             evidence.append({**describe_device(advertised), "advertised": True})
             created.append(advertised.slice_created)
-    return Boundary(OK, since=_earliest(created), evidence=evidence)
+    return Boundary(OK, since=earliest(created), evidence=evidence)
 
 
-def _reserved_for(claim: Object) -> list[dict[str, Any]]:
+def reserved_for(claim: Object) -> list[dict[str, Any]]:
     return [c for c in _status(claim).get("reservedFor") or () if isinstance(c, dict)]
 
 
@@ -574,7 +244,7 @@ def _allocated_since(ctx: PodContext, claim: Object) -> str | None:
 def _allocation_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     claim = lc.pod_claim.claim
     assert claim is not None
-    reserved = _reserved_for(claim)
+    reserved = reserved_for(claim)
     evidence = _allocation_evidence(ctx, lc)
     if reserved:
         evidence.append(
@@ -587,13 +257,20 @@ def _allocation_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
         )
     scheduled = pod_condition(ctx.pod, "PodScheduled")
     if scheduled:
-        evidence.append(_condition_evidence(scheduled))
+        evidence.append(condition_evidence(scheduled))
     since = _allocated_since(ctx, claim)
+    # Unbound, the Pod may be held in PreBind by its devices' binding conditions (kubelet never saw it).
+    wait = None if ctx.node_name or ctx.settled else binding_wait(claim, lc.name, ctx.history.as_of)
+    if wait is not None:
+        evidence += wait.evidence + [event_evidence(e) for e in ctx.events_with((BINDING_PENDING_EVENT,))]
+        return Boundary(
+            wait.state, since=wait.since or since, evidence=evidence, reason=wait.reason, message=wait.message
+        )
     pod_uid = uid_of(ctx.pod)
     if any(c.get("uid") == pod_uid for c in reserved) or ctx.node_name or ctx.settled:
         return Boundary(OK, since=since, evidence=evidence)
     where = ", ".join(d.device for d in lc.devices) + (f" on {lc.node}" if lc.node else "")
-    said = f": {_quote(scheduled.get('message'))}" if scheduled and scheduled.get("message") else ""
+    said = f": {quote(scheduled.get('message'))}" if scheduled and scheduled.get("message") else ""
     return Boundary(
         PENDING,
         since=since,
@@ -629,12 +306,25 @@ def _judge_unallocated(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> Non
         _simulate_allocation(ctx, lifecycles, to_simulate)
 
 
+def _explain_planned(lc: ClaimLifecycle) -> None:
+    """No claim exists yet: the verdict names the container requests the simulated claim stands for."""
+    extended = lc.pod_claim.extended
+    assert extended is not None
+    said = ext.asks_phrase(extended.asks)
+    for name in ("inventory", "allocation"):
+        boundary = lc.boundaries[name]
+        boundary.evidence = ext.asks_evidence(extended.asks) + boundary.evidence
+        if boundary.message:
+            detail = boundary.message.replace(f"claim {lc.name}", "the claim")
+            boundary.message = f"{said} is served by a claim the scheduler has not created yet: {detail}"
+
+
 def _scheduler_evidence(ctx: PodContext) -> list[dict[str, Any]]:
     evidence = []
     cond = pod_condition(ctx.pod, "PodScheduled")
     if cond:
-        evidence.append(_condition_evidence(cond))
-    evidence += [_event_evidence(e) for e in ctx.events_with(("FailedScheduling",))]
+        evidence.append(condition_evidence(cond))
+    evidence += [event_evidence(e) for e in ctx.events_with(("FailedScheduling",))]
     return evidence
 
 
@@ -711,7 +401,7 @@ def _inventory_present(ctx: PodContext, claim: Object) -> Boundary:
                 "pools": len({d.pool for d in of_driver}),
             }
         )
-    return Boundary(OK, since=_earliest(d.slice_created for d in devices), evidence=evidence)
+    return Boundary(OK, since=earliest(d.slice_created for d in devices), evidence=evidence)
 
 
 def _bypass_problem(ctx: PodContext, lc: ClaimLifecycle) -> str | None:
@@ -733,11 +423,14 @@ def _bypass_problem(ctx: PodContext, lc: ClaimLifecycle) -> str | None:
 
 
 def _pinned_nodes(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> list[str] | None:
-    """Nodes the Pod can still go to: where its allocated claims already are."""
+    """Nodes the Pod can still go to: where its allocated claims already are (and DRA serves its extended resources)."""
     nodes: set[str] | None = None
     for lc in lifecycles:
         if lc.devices and lc.node:
             nodes = {lc.node} if nodes is None else nodes & {lc.node}
+        extended = lc.pod_claim.extended
+        if extended is not None and extended.nodes is not None:
+            nodes = set(extended.nodes) if nodes is None else nodes & set(extended.nodes)
     return sorted(nodes) if nodes is not None else None
 
 
@@ -759,6 +452,17 @@ def _simulate_allocation(ctx: PodContext, lifecycles: list[ClaimLifecycle], pend
             lc.boundaries["allocation"] = Boundary(
                 FAILED, since=since, evidence=evidence + scheduler, reason=reason, message=message
             )
+        elif (failed_binding := _binding_failure(ctx)) is not None:
+            lc.boundaries["allocation"] = Boundary(
+                FAILED,
+                since=event_first(failed_binding),
+                evidence=evidence + scheduler,
+                reason="binding-failed",
+                message=(
+                    f"the scheduler's last attempt to bind the Pod failed at {short_time(event_last(failed_binding))}"
+                    f': "{quote(failed_binding.get("message"))}"; claim {lc.name} was deallocated for a retry'
+                ),
+            )
         else:
             lc.boundaries["allocation"] = Boundary(
                 PENDING,
@@ -767,6 +471,13 @@ def _simulate_allocation(ctx: PodContext, lifecycles: list[ClaimLifecycle], pend
                 reason="waiting-for-scheduler",
                 message=_waiting_message(ctx, lc, sim),
             )
+
+
+def _binding_failure(ctx: PodContext) -> Object | None:
+    """The scheduler's latest FailedScheduling event, when it says binding conditions failed or timed out."""
+    failures = ctx.events_with(("FailedScheduling",))
+    latest = max(failures, key=lambda e: time_key(event_last(e)), default=None)
+    return latest if latest is not None and is_binding_failure(str(latest.get("message") or "")) else None
 
 
 def _match_evidence(sim: Simulation) -> list[dict[str, Any]]:
@@ -804,9 +515,9 @@ def _waiting_message(ctx: PodContext, lc: ClaimLifecycle, sim: Simulation) -> st
         ev = failures[-1]
         count = event_count(ev)
         times = f"{count} times since" if count > 1 else "at"
-        said = f'; the scheduler reported "{_quote(ev.get("message"))}" {times} {_short_time(event_first(ev))}'
+        said = f'; the scheduler reported "{quote(ev.get("message"))}" {times} {short_time(event_first(ev))}'
     elif cond and cond.get("status") == "False" and cond.get("message"):
-        said = f'; the scheduler reported "{_quote(cond.get("message"))}"'
+        said = f'; the scheduler reported "{quote(cond.get("message"))}"'
     else:
         said = "; the scheduler has not reported on the Pod yet"
     return f"claim {lc.name} is not allocated yet{where}{said}"
@@ -815,30 +526,13 @@ def _waiting_message(ctx: PodContext, lc: ClaimLifecycle, sim: Simulation) -> st
 # -- preparation --
 
 
-def _about(text: str, lc: ClaimLifecycle, siblings: Sequence[ClaimLifecycle]) -> bool:
-    """Whether a Pod event (events are not per claim) is about this claim.
+def device_conditions(claim: Object) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Conditions drivers report in ``status.devices[]``: (all as evidence, the failing ones).
 
-    An event naming claims (by name or UID) is about those; one naming a driver is
-    about the claims with devices of that driver; one naming neither, about all.
+    Binding conditions are marked ``binding`` and never fail preparation: they gate the allocation boundary.
     """
-    named = [
-        o for o in siblings if (o.pod_claim.claim_name and o.pod_claim.claim_name in text) or (o.uid and o.uid in text)
-    ]
-    if named:
-        return any(o is lc for o in named)
-    drivers = {d.driver for o in siblings for d in o.devices if d.driver and d.driver in text}
-    if drivers:
-        return any(d.driver in drivers for d in lc.devices)
-    return True
-
-
-def _for_claim(events: list[Object], lc: ClaimLifecycle, siblings: Sequence[ClaimLifecycle]) -> list[Object]:
-    return [e for e in events if _about(str(e.get("message") or ""), lc, siblings)]
-
-
-def _device_condition_failures(claim: Object) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Conditions drivers report in ``status.devices[]``: (all as evidence, the failing ones)."""
     evidence, failing = [], []
+    binding = binding_condition_types(claim)
     for dev in _status(claim).get("devices") or ():
         if not isinstance(dev, dict):
             continue
@@ -854,45 +548,35 @@ def _device_condition_failures(claim: Object) -> tuple[list[dict[str, Any]], lis
             }
             evidence.append(entry)
             ctype, status = str(cond.get("type") or ""), cond.get("status")
+            if (dev.get("driver"), dev.get("pool"), dev.get("device"), ctype) in binding:
+                entry["binding"] = True
+                continue
             negative = re.search(r"fail|error|unhealthy", ctype, re.IGNORECASE) is not None
             if (negative and status == "True") or (not negative and status == "False"):
                 failing.append(entry)
     return evidence, failing
 
 
-def _containers_started(pod: Object) -> list[str]:
-    """startedAt of every container run that started (running now, or finished after starting)."""
-    out = []
-    for cs in _container_statuses(pod):
-        for state in (cs.get("state") or {}, cs.get("lastState") or {}):
-            if "running" in state and (state["running"] or {}).get("startedAt"):
-                out.append(state["running"]["startedAt"])
-            term = state.get("terminated") or {}
-            if term.get("startedAt") and term.get("reason") not in RUNTIME_ERROR_REASONS:
-                out.append(term["startedAt"])
-    return out
-
-
 def preparation_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     claim = lc.pod_claim.claim
     assert claim is not None
-    failures = _for_claim(ctx.events_with(PREPARE_FAILURE_REASONS), lc, ctx.claims)
-    cond_evidence, cond_failures = _device_condition_failures(claim)
+    failures = events_for_claim(ctx.events_with(PREPARE_FAILURE_REASONS), lc, ctx.claims)
+    cond_evidence, cond_failures = device_conditions(claim)
     ready = pod_condition(ctx.pod, "PodReadyToStartContainers")
-    started = _containers_started(ctx.pod)
-    evidence = [_event_evidence(e) for e in failures] + cond_evidence
+    started = containers_started(ctx.pod)
+    evidence = [event_evidence(e) for e in failures] + cond_evidence
     if ready:
-        evidence.append(_condition_evidence(ready))
+        evidence.append(condition_evidence(ready))
     last_failure = max((event_last(e) for e in failures), key=time_key, default=None)
     ready_at = ready.get("lastTransitionTime") if ready and ready.get("status") == "True" else None
-    if ctx.phase == "Succeeded" or any("running" in (cs.get("state") or {}) for cs in _container_statuses(ctx.pod)):
-        return Boundary(OK, since=ready_at or _earliest(started), evidence=evidence)
-    if ready_at and not _later(last_failure, ready_at) and not cond_failures:
+    if ctx.phase == "Succeeded" or any("running" in (cs.get("state") or {}) for cs in container_statuses(ctx.pod)):
+        return Boundary(OK, since=ready_at or earliest(started), evidence=evidence)
+    if ready_at and not later(last_failure, ready_at) and not cond_failures:
         return Boundary(OK, since=ready_at, evidence=evidence)
     if failures or cond_failures:
         return _preparation_failed(ctx, lc, failures, cond_failures, evidence)
     if started:
-        return Boundary(OK, since=_earliest(started), evidence=evidence)
+        return Boundary(OK, since=earliest(started), evidence=evidence)
     if not ctx.node_name:
         where = f" to {lc.node}" if lc.node else ""
         return Boundary(PENDING, evidence=evidence, message=f"the Pod is not bound{where} yet")
@@ -918,452 +602,20 @@ def _preparation_failed(
         ev = failures[-1]
         count = sum(event_count(e) for e in failures)
         times = "once" if count == 1 else f"{count} times"
-        first = _earliest(event_first(e) for e in failures)
+        first = earliest(event_first(e) for e in failures)
         span = (
-            f"at {_short_time(first)}"
+            f"at {short_time(first)}"
             if count == 1
-            else f"between {_short_time(first)} and {_short_time(event_last(ev))}"
+            else f"between {short_time(first)} and {short_time(event_last(ev))}"
         )
-        message = f"kubelet on {node} failed to prepare claim {lc.name} {times} {span}: {_quote(ev.get('message'))}"
+        message = f"kubelet on {node} failed to prepare claim {lc.name} {times} {span}: {quote(ev.get('message'))}"
         since = first
     else:
         cond = cond_failures[0]
         message = (
             f"driver {cond.get('driver')} reports device {cond.get('pool')}/{cond.get('device')} of claim "
             f"{lc.name} {cond.get('type')}={cond.get('status')}"
-            + (f" ({cond.get('reason')}: {_quote(cond.get('message'))})" if cond.get("reason") else "")
+            + (f" ({cond.get('reason')}: {quote(cond.get('message'))})" if cond.get("reason") else "")
         )
         since = cond.get("lastTransitionTime")
     return Boundary(FAILED, since=since, evidence=evidence, reason="preparation-failed", message=message)
-
-
-# -- runtime --
-
-
-def _container_statuses(pod: Object) -> list[dict[str, Any]]:
-    status = _status(pod)
-    return [
-        cs
-        for key in ("initContainerStatuses", "containerStatuses")
-        for cs in status.get(key) or ()
-        if isinstance(cs, dict)
-    ]
-
-
-def _containers_using(pod: Object, pod_claim_name: str) -> set[str]:
-    spec = _spec(pod)
-    names = set()
-    for key in ("initContainers", "containers"):
-        for c in spec.get(key) or ():
-            claims = ((c.get("resources") or {}).get("claims")) or ()
-            if any(isinstance(x, dict) and x.get("name") == pod_claim_name for x in claims):
-                names.add(str(c.get("name")))
-    return names
-
-
-def _relevant_statuses(pod: Object, pod_claim_name: str) -> list[dict[str, Any]]:
-    using = _containers_using(pod, pod_claim_name)
-    statuses = _container_statuses(pod)
-    chosen = [cs for cs in statuses if cs.get("name") in using]
-    return chosen or statuses
-
-
-def _injection_error(cs: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(reason, message) when the container could not be created/started for a device reason."""
-    waiting = (cs.get("state") or {}).get("waiting") or {}
-    if waiting.get("reason") in RUNTIME_ERROR_REASONS and _DEVICE_WORDS.search(str(waiting.get("message"))):
-        return str(waiting["reason"]), str(waiting.get("message"))
-    last = (cs.get("lastState") or {}).get("terminated") or {}
-    if last.get("reason") in RUNTIME_ERROR_REASONS and _DEVICE_WORDS.search(str(last.get("message"))):
-        return str(last["reason"]), str(last.get("message"))
-    return None
-
-
-def _unhealthy(cs: Mapping[str, Any], pod_claim_name: str) -> list[dict[str, Any]]:
-    out = []
-    prefix = f"claim:{pod_claim_name}/"
-    for entry in cs.get("allocatedResourcesStatus") or ():
-        if not isinstance(entry, dict) or not str(entry.get("name") or "").startswith(prefix):
-            continue
-        for res in entry.get("resources") or ():
-            out.append(
-                {
-                    "kind": "ResourceHealth",
-                    "container": cs.get("name"),
-                    "name": entry.get("name"),
-                    "resourceID": res.get("resourceID"),
-                    "health": res.get("health"),
-                }
-            )
-    return out
-
-
-def runtime_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
-    statuses = _relevant_statuses(ctx.pod, lc.pod_claim.pod_claim_name)
-    evidence: list[dict[str, Any]] = []
-    started: list[str] = []
-    running_now = False
-    injection: list[tuple[str, str, str]] = []
-    for cs in statuses:
-        state = cs.get("state") or {}
-        evidence.append(
-            {
-                "kind": "ContainerState",
-                "container": cs.get("name"),
-                "state": state,
-                "restartCount": cs.get("restartCount", 0),
-            }
-        )
-        run_started = _containers_started({"status": {"containerStatuses": [cs]}})
-        started += run_started
-        running_now = running_now or "running" in state
-        err = _injection_error(cs)
-        if err is not None and "running" not in state:
-            injection.append((str(cs.get("name")), *err))
-    health = [h for cs in statuses for h in _unhealthy(cs, lc.pod_claim.pod_claim_name)]
-    evidence += health
-    identity = _identity_evidence(ctx, lc, statuses)
-    evidence += identity
-    device_errors = [e for e in ctx.events_with(("Failed",)) if _DEVICE_WORDS.search(str(e.get("message") or ""))]
-    cdi_events = _for_claim(device_errors, lc, ctx.claims)
-    evidence += [_event_evidence(e) for e in cdi_events]
-
-    unhealthy = [h for h in health if h.get("health") == "Unhealthy"]
-    mismatched = [i for i in identity if i.get("match") is False]
-    if unhealthy:
-        h = unhealthy[0]
-        return Boundary(
-            FAILED,
-            since=None,
-            evidence=evidence,
-            reason="runtime-injection-failed",
-            message=(
-                f"kubelet reports device {h.get('resourceID')} of claim {lc.name} Unhealthy for container "
-                f"{h.get('container')}"
-            ),
-        )
-    if mismatched:
-        m = mismatched[0]
-        return Boundary(
-            FAILED,
-            since=None,
-            evidence=evidence,
-            reason="runtime-injection-failed",
-            message=(
-                f"container {m['container']} sees GPU {m['observed']}, but claim {lc.name} was allocated "
-                f"{', '.join(m['expected'])}"
-            ),
-        )
-    if not injection and cdi_events and not running_now:
-        # No container status says it (yet), but kubelet's events do, and nothing started since.
-        latest = max(cdi_events, key=lambda e: time_key(event_last(e)))
-        if not any(_later(t, event_last(latest)) for t in started):
-            injection.append(("", f"{event_count(latest)}x {latest.get('reason')} event", str(latest.get("message"))))
-    if injection:
-        container, reason, text = injection[0]
-        since = _earliest(event_first(e) for e in cdi_events) if cdi_events else None
-        who = f"container {container}" if container else "a container"
-        return Boundary(
-            FAILED,
-            since=since,
-            evidence=evidence,
-            reason="runtime-injection-failed",
-            message=(
-                f"{who} cannot be created on {ctx.node_name or lc.node or 'its node'} with "
-                f"claim {lc.name}'s devices ({reason}): {_quote(text)}"
-            ),
-        )
-    if started or ctx.phase == "Succeeded":
-        since = max(started, key=time_key) if running_now else _earliest(started)
-        return Boundary(OK, since=since if started else None, evidence=evidence)
-    return Boundary(PENDING, evidence=evidence, message=_runtime_waiting(statuses))
-
-
-def _runtime_waiting(statuses: list[dict[str, Any]]) -> str | None:
-    for cs in statuses:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason"):
-            detail = f": {_quote(waiting.get('message'))}" if waiting.get("message") else ""
-            return f"container {cs.get('name')} is waiting ({waiting['reason']}){detail}"
-    return None
-
-
-def _identity_evidence(ctx: PodContext, lc: ClaimLifecycle, statuses: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The GPU UUID each container saw against the ``uuid`` attributes of the devices it was given.
-
-    A container using several claims may see any of their devices; without any
-    known uuid there is nothing to compare (``match`` is None).
-    """
-    if not ctx.observed_uuids:
-        return []
-    names = {str(cs.get("name")) for cs in statuses} | _containers_using(ctx.pod, lc.pod_claim.pod_claim_name)
-    out = []
-    for container, observed in sorted(ctx.observed_uuids.items()):
-        if container not in names:
-            continue
-        given = [o for o in ctx.claims if container in _containers_using(ctx.pod, o.pod_claim.pod_claim_name)]
-        expected = _uuids(ctx, given or [lc])
-        out.append(
-            {
-                "kind": "Identity",
-                "container": container,
-                "observed": observed,
-                "expected": expected,
-                "match": (observed in expected) if expected else None,
-            }
-        )
-    return out
-
-
-def _uuids(ctx: PodContext, lifecycles: Iterable[ClaimLifecycle]) -> list[str]:
-    out = []
-    for lc in lifecycles:
-        for d in lc.devices:
-            advertised = ctx.inventory.by_id.get(d.id)
-            if advertised is not None and advertised.uuid:
-                out.append(advertised.uuid)
-    return out
-
-
-# --- the timeline ----------------------------------------------------------------------------------
-
-
-def _entry(
-    at: str | datetime | None, boundary: str | None, what: str, source: str, claim: str | None = None
-) -> dict[str, Any] | None:
-    when = rfc3339(at) if isinstance(at, datetime) else (str(at) if at else None)
-    if when is None:
-        return None
-    return {"at": when, "boundary": boundary, "claim": claim, "what": what, "source": source}
-
-
-_CONDITION_BOUNDARY = {
-    "PodScheduled": "allocation",
-    "PodReadyToStartContainers": "preparation",
-    "ContainersReady": "runtime",
-    "Ready": "runtime",
-}
-_EVENT_BOUNDARY = {
-    "FailedScheduling": "allocation",
-    "Scheduled": "allocation",
-    "FailedPrepareDynamicResources": "preparation",
-    "FailedPrepareResources": "preparation",
-    "Failed": "runtime",
-    "Started": "runtime",
-    "Created": "runtime",
-    "BackOff": "runtime",
-}
-
-
-def _pod_entries(versions: list[Version]) -> list[dict[str, Any] | None]:
-    out: list[dict[str, Any] | None] = []
-    seen: set[tuple[Any, ...]] = set()
-    created_done = False
-    for version in versions:
-        pod = version.obj
-        if pod is None:
-            out.append(_entry(version.at, None, "Pod deleted", "snapshot"))
-            continue
-        if not created_done:
-            out.append(
-                _entry(meta(pod).get("creationTimestamp"), None, "Pod created", "Pod.metadata.creationTimestamp")
-            )
-            created_done = True
-        for cond in _status(pod).get("conditions") or ():
-            ctype = cond.get("type")
-            if ctype not in _CONDITION_BOUNDARY:
-                continue
-            key = ("cond", ctype, cond.get("status"), cond.get("lastTransitionTime"))
-            if key in seen:
-                continue
-            seen.add(key)
-            text = f"{ctype}={cond.get('status')}" + (f" ({cond['reason']})" if cond.get("reason") else "")
-            if cond.get("message"):
-                text += f": {_quote(cond['message'])}"
-            out.append(
-                _entry(
-                    cond.get("lastTransitionTime"),
-                    _CONDITION_BOUNDARY[ctype],
-                    text,
-                    f"Pod.status.conditions[{ctype}].lastTransitionTime",
-                )
-            )
-        for cs in _container_statuses(pod):
-            out += _container_entries(cs, version.at, seen)
-        if meta(pod).get("deletionTimestamp") and ("del",) not in seen:
-            seen.add(("del",))
-            out.append(
-                _entry(meta(pod)["deletionTimestamp"], None, "Pod deletion requested", "Pod.metadata.deletionTimestamp")
-            )
-    return out
-
-
-def _container_entries(cs: Mapping[str, Any], at: datetime, seen: set[tuple[Any, ...]]) -> list[dict[str, Any] | None]:
-    name = cs.get("name")
-    out: list[dict[str, Any] | None] = []
-    for state in (cs.get("lastState") or {}, cs.get("state") or {}):
-        running = state.get("running") or {}
-        if running.get("startedAt") and ("run", name, running["startedAt"]) not in seen:
-            seen.add(("run", name, running["startedAt"]))
-            out.append(
-                _entry(
-                    running["startedAt"],
-                    "runtime",
-                    f"container {name} started",
-                    f"Pod.status.containerStatuses[{name}].state.running.startedAt",
-                )
-            )
-        term = state.get("terminated") or {}
-        if term.get("finishedAt") and ("term", name, term["finishedAt"]) not in seen:
-            seen.add(("term", name, term["finishedAt"]))
-            if term.get("startedAt") and ("run", name, term["startedAt"]) not in seen:
-                seen.add(("run", name, term["startedAt"]))
-                out.append(
-                    _entry(
-                        term["startedAt"],
-                        "runtime",
-                        f"container {name} started",
-                        f"Pod.status.containerStatuses[{name}].state.terminated.startedAt",
-                    )
-                )
-            out.append(
-                _entry(
-                    term["finishedAt"],
-                    "runtime",
-                    f"container {name} terminated ({term.get('reason')}, exit {term.get('exitCode')})",
-                    f"Pod.status.containerStatuses[{name}].state.terminated.finishedAt",
-                )
-            )
-    waiting = (cs.get("state") or {}).get("waiting") or {}
-    if waiting.get("reason") and ("wait", name, waiting["reason"], waiting.get("message")) not in seen:
-        seen.add(("wait", name, waiting["reason"], waiting.get("message")))
-        detail = f": {_quote(waiting['message'])}" if waiting.get("message") else ""
-        # The API records no time for a waiting reason: the snapshot that first saw it is the best we have.
-        out.append(_entry(at, "runtime", f"container {name} waiting ({waiting['reason']}){detail}", "snapshot"))
-    return out
-
-
-def _claim_entries(versions: list[Version], nodes: Sequence[NodeInfo]) -> list[dict[str, Any] | None]:
-    out: list[dict[str, Any] | None] = []
-    was_allocated = False
-    reserved_before: tuple[str, ...] = ()
-    seen: set[tuple[Any, ...]] = set()
-    known = next((v.obj for v in versions if v.obj is not None), None)
-    claim_uid, claim_name = (uid_of(known), ns_name(known)[1]) if known else (None, "")
-    for i, version in enumerate(versions):
-        claim = version.obj
-        if claim is None:
-            out.append(_entry(version.at, None, f"claim {claim_name} deleted", "snapshot", claim_uid))
-            was_allocated = False
-            continue
-        uid, name = uid_of(claim), ns_name(claim)[1]
-        if i == 0 or versions[i - 1].obj is None:
-            out.append(
-                _entry(
-                    meta(claim).get("creationTimestamp"),
-                    "allocation",
-                    f"claim {name} created",
-                    "ResourceClaim.metadata.creationTimestamp",
-                    uid,
-                )
-            )
-        if is_allocated(claim) and not was_allocated:
-            devices = allocated_devices(claim, nodes)
-            node = devices[0].node if devices else None
-            what = f"claim {name} allocated " + ", ".join(f"{d.pool}/{d.device}" for d in devices)
-            what += f" on {node}" if node else ""
-            stamp = (allocation(claim) or {}).get("allocationTimestamp")
-            if stamp:
-                out.append(
-                    _entry(stamp, "allocation", what, "ResourceClaim.status.allocation.allocationTimestamp", uid)
-                )
-            else:
-                out.append(_entry(version.at, "allocation", what, "snapshot", uid))
-        elif was_allocated and not is_allocated(claim):
-            out.append(_entry(version.at, "allocation", f"claim {name} deallocated", "snapshot", uid))
-        was_allocated = is_allocated(claim)
-        reserved = tuple(str(c.get("name")) for c in _reserved_for(claim))
-        if reserved != reserved_before:
-            what = f"claim {name} reserved for {', '.join(reserved)}" if reserved else f"claim {name} unreserved"
-            if i == 0:
-                what += " (when first seen)"  # the API keeps no reservation time
-            out.append(_entry(version.at, "allocation", what, "snapshot", uid))
-            reserved_before = reserved
-        for cond in _device_condition_failures(claim)[0]:
-            key = (cond.get("device"), cond.get("type"), cond.get("status"), cond.get("lastTransitionTime"))
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(
-                _entry(
-                    cond.get("lastTransitionTime"),
-                    "preparation",
-                    f"device {cond.get('pool')}/{cond.get('device')} {cond.get('type')}={cond.get('status')}"
-                    + (f" ({cond.get('reason')})" if cond.get("reason") else ""),
-                    "ResourceClaim.status.devices[].conditions[].lastTransitionTime",
-                    uid,
-                )
-            )
-        if meta(claim).get("deletionTimestamp") and ("del",) not in seen:
-            seen.add(("del",))
-            out.append(
-                _entry(
-                    meta(claim)["deletionTimestamp"],
-                    None,
-                    f"claim {name} deletion requested",
-                    "ResourceClaim.metadata.deletionTimestamp",
-                    uid,
-                )
-            )
-    return out
-
-
-def _event_entries(ev: Object) -> list[dict[str, Any] | None]:
-    reason = str(ev.get("reason") or "")
-    boundary = _EVENT_BOUNDARY.get(reason)
-    text = f"{reason}: {_quote(ev.get('message'))}"
-    count = event_count(ev)
-    involved = ev.get("involvedObject") or {}
-    claim = involved.get("uid") if involved.get("kind") == "ResourceClaim" else None
-    first_source = "Event.firstTimestamp" if ev.get("firstTimestamp") else "Event.eventTime"
-    out = [_entry(event_first(ev), boundary, text, first_source, claim)]
-    if count > 1 and event_last(ev) != event_first(ev):
-        out.append(
-            _entry(event_last(ev), boundary, f"{reason} again (seen {count} times)", "Event.lastTimestamp", claim)
-        )
-    return out
-
-
-def timeline(
-    history: HistoryView,
-    pod: Object,
-    lifecycles: Sequence[ClaimLifecycle],
-    events: Sequence[Object] | None = None,
-    nodes: Sequence[NodeInfo] | None = None,
-) -> list[dict[str, Any]]:
-    """Transitions of the Pod incarnation, its claims and their events, oldest first."""
-    if nodes is None:
-        nodes = Inventory.of(history.state).nodes
-    # Claims first, then the Pod, then events: within one second and one boundary that is
-    # the causal order (allocated, then PodScheduled, then the Scheduled event).
-    entries: list[dict[str, Any] | None] = []
-    for lc in lifecycles:
-        if lc.uid:
-            versions = history.versions("ResourceClaim", lc.uid)
-            if not versions and lc.pod_claim.claim is not None:
-                versions = [Version(history.as_of, lc.pod_claim.claim)]
-            entries += _claim_entries(versions, nodes)
-    entries += _pod_entries(history.versions("Pod", uid_of(pod)) or [Version(history.as_of, pod)])
-    claim_uids = [lc.uid for lc in lifecycles if lc.uid]
-    for ev in events if events is not None else related_events(history, pod, claim_uids):
-        entries += _event_entries(ev)
-    unique: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for e in entries:
-        if e is not None:
-            unique.setdefault((e["at"], e["what"], e["source"]), e)
-    ordered = list(unique.values())
-    position = {id(e): i for i, e in enumerate(ordered)}
-    return sorted(ordered, key=lambda e: (time_key(e["at"]), _BOUNDARY_RANK.get(e["boundary"], 0), position[id(e)]))
-
-
-_BOUNDARY_RANK = {None: 0, "inventory": 1, "allocation": 2, "preparation": 3, "runtime": 4}

@@ -12,29 +12,53 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from dashboard.domain.audit import (
+    ADMIN_ACCESS_CLAIM,
+    ADMIN_ACCESS_NAMESPACE,
+    DOUBLE_ALLOCATOR,
+    STALE_INVENTORY,
+    TEMPLATE_DRIFT,
+    audit,
+)
+from dashboard.domain.boundaries import BOUNDARIES, FAILED, PREPARE_FAILURE_REASONS, event_count, is_terminal
+from dashboard.domain.capacity import device_model
 from dashboard.domain.claims import summarize_claim
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
-from dashboard.domain.lifecycle import (
-    BOUNDARIES,
-    PREPARE_FAILURE_REASONS,
-    claim_lifecycles,
-    event_count,
-    is_terminal,
-)
+from dashboard.domain.lifecycle import claim_lifecycles
+from dashboard.domain.pod_claims import pods_with_claims
 from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.timefmt import parse_time
+from dashboard.domain.verdicts import choose_verdict
 
 PREFIX = "claimline_"
 CLAIM_STATES = ("pending", "allocated", "reserved", "deleting")
 BOUNDARY_STATES = ("ok", "pending", "failed", "unknown")
+# Declared at zero so an alert on one kind has a series to compare before the first warning.
+WARNING_KINDS = (STALE_INVENTORY, DOUBLE_ALLOCATOR, ADMIN_ACCESS_NAMESPACE, ADMIN_ACCESS_CLAIM, TEMPLATE_DRIFT)
+RUN_STATUSES = ("ok", "partial", "failed")
 # Seconds: from an immediate allocation to a claim that waited a day for devices.
 ALLOCATION_WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 3600, 6 * 3600, 24 * 3600)
 # Seconds: driver preparation is normally seconds; a DeadlineExceeded retry loop is minutes.
 PREPARATION_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 Labels = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class CollectionHealth:
+    """The scraped cluster's snapshot runs, as read from the database by the caller.
+
+    ``last_run_*`` is the newest finished run whatever its status; ``failures_since_success``
+    counts failed runs newer than the newest usable (ok or partial) snapshot, which is
+    the snapshot the other families describe.
+    """
+
+    last_run_at: datetime | None
+    last_run_status: str | None
+    failures_since_success: int
 
 
 @dataclass
@@ -52,6 +76,10 @@ class Family:
     def add(self, value: float, **labels: str) -> None:
         key = ("", _labels(labels))
         self.samples[key] = self.samples.get(key, 0) + value
+
+    def maximum(self, value: float, **labels: str) -> None:
+        key = ("", _labels(labels))
+        self.samples[key] = max(self.samples.get(key, value), value)
 
     def observe_all(self, values: Sequence[float], buckets: Sequence[float], **labels: str) -> None:
         base = _labels(labels)
@@ -122,7 +150,29 @@ def _inventory_families(history: HistoryView, inventory: Inventory) -> list[Fami
             newest[key] = max(newest.get(key, versions[-1].at), versions[-1].at)
     for (driver, pool), at in sorted(newest.items()):
         age.set((history.as_of - at).total_seconds(), driver=driver, pool=pool)
-    return [advertised, allocated, age]
+    return [advertised, allocated, age, *_model_families(inventory)]
+
+
+def _model_families(inventory: Inventory) -> list[Family]:
+    """Per model (the productName attribute) rather than per pool: the capacity a platform team buys."""
+    advertised = Family("model_devices_advertised", "gauge", "Advertised devices by driver and model (productName).")
+    allocated = Family(
+        "model_devices_allocated", "gauge", "Advertised devices held by an allocated claim, by driver and model."
+    )
+    for device in inventory.devices:
+        which = {"driver": device.driver, "model": device_model(device)}
+        advertised.add(1, **which)
+        allocated.add(1 if device.id in inventory.holders else 0, **which)
+    return [advertised, allocated]
+
+
+def _warning_family(history: HistoryView) -> Family:
+    family = Family("inventory_warnings", "gauge", "Platform warnings (the audit report) by kind.")
+    for kind in WARNING_KINDS:
+        family.set(0, kind=kind)
+    for warning in audit(history)["warnings"]:
+        family.add(1, kind=warning["kind"])
+    return family
 
 
 def _claim_state_family(history: HistoryView) -> Family:
@@ -132,11 +182,6 @@ def _claim_state_family(history: HistoryView) -> Family:
     for claim in history.state.of_kind("ResourceClaim"):
         family.add(1, state=summarize_claim(claim).state)
     return family
-
-
-def _pods_with_claims(history: HistoryView) -> list[Object]:
-    pods = [p for p in history.state.of_kind("Pod") if (p.get("spec") or {}).get("resourceClaims")]
-    return sorted(pods, key=ns_name)
 
 
 def _boundary_families(history: HistoryView, inventory: Inventory) -> list[Family]:
@@ -150,16 +195,31 @@ def _boundary_families(history: HistoryView, inventory: Inventory) -> list[Famil
         "gauge",
         "Claims whose container cannot be created or started with the device injected (runtime-injection-failed).",
     )
+    prep_failed = Family(
+        "preparation_failed_claims",
+        "gauge",
+        "Claims of live Pods whose preparation boundary failed, by the node that failed to prepare them.",
+    )
+    pending = Family(
+        "pending_pods", "gauge", "Live Pods with claims whose verdict is not ok, by verdict boundary and reason."
+    )
+    oldest = Family(
+        "pending_pod_max_age_seconds",
+        "gauge",
+        "Seconds since creation of the oldest live Pod with that verdict boundary and reason.",
+    )
     for boundary in BOUNDARIES:
         for state in BOUNDARY_STATES:
             by_state.set(0, boundary=boundary, state=state)
     seen: set[tuple[str, str]] = set()
-    for pod in _pods_with_claims(history):
+    for pod in pods_with_claims(history.state):
         if is_terminal(pod):
             continue  # finished Pods' claims are the leak report's business
         namespace, _ = ns_name(pod)
         node = str((pod.get("spec") or {}).get("nodeName") or "")
-        for lc in claim_lifecycles(history, pod, inventory=inventory):
+        lifecycles = claim_lifecycles(history, pod, inventory=inventory)
+        _count_pending(pending, oldest, history, pod, choose_verdict(pod, lifecycles))
+        for lc in lifecycles:
             key = (uid_of(pod), lc.uid or lc.name)
             if key in seen:
                 continue
@@ -168,7 +228,21 @@ def _boundary_families(history: HistoryView, inventory: Inventory) -> list[Famil
                 by_state.add(1, boundary=boundary, state=lc.boundaries[boundary].state)
             if lc.boundaries["runtime"].reason == "runtime-injection-failed":
                 injection.add(1, namespace=namespace, node=node)
-    return [by_state, injection]
+            if lc.boundaries["preparation"].state == FAILED:
+                prep_failed.add(1, node=lc.node or node)
+    return [by_state, injection, prep_failed, pending, oldest]
+
+
+def _count_pending(
+    pending: Family, oldest: Family, history: HistoryView, pod: Object, verdict: Mapping[str, Any]
+) -> None:
+    """A Pod counts from its creation: how long it has waited is what "pending for N minutes" means."""
+    if verdict["boundary"] is None:
+        return
+    where = {"boundary": str(verdict["boundary"]), "reason": str(verdict["reason"])}
+    pending.add(1, **where)
+    created = parse_time(meta(pod).get("creationTimestamp"))
+    oldest.maximum(max((history.as_of - created).total_seconds(), 0.0) if created else 0.0, **where)
 
 
 def _allocation_waits(history: HistoryView) -> list[float]:
@@ -192,7 +266,7 @@ def _condition_time(pod: Object, type_: str) -> datetime | None:
 def _preparation_times(history: HistoryView) -> list[float]:
     """Scheduled (and every claim allocated) → PodReadyToStartContainers, for Pods that got there."""
     times = []
-    for pod in _pods_with_claims(history):
+    for pod in pods_with_claims(history.state):
         ready = _condition_time(pod, "PodReadyToStartContainers")
         scheduled = _condition_time(pod, "PodScheduled")
         if ready is None or scheduled is None:
@@ -241,9 +315,33 @@ def _leak_families(history: HistoryView, thresholds: Thresholds) -> list[Family]
     return [flagged, devices, hours]
 
 
-def families(history: HistoryView, thresholds: Thresholds | None = None) -> list[Family]:
+def _collection_families(health: CollectionHealth) -> list[Family]:
+    last_run = Family(
+        "collection_last_run_timestamp_seconds", "gauge", "Unix time of the newest finished snapshot run."
+    )
+    status = Family("collection_last_run_status", "gauge", "1 for the newest finished snapshot run's status, else 0.")
+    failures = Family(
+        "collection_failures_since_success",
+        "gauge",
+        "Failed snapshot runs newer than the newest usable (ok or partial) snapshot.",
+    )
+    if health.last_run_at is not None:
+        last_run.set(health.last_run_at.timestamp())
+    for name in RUN_STATUSES:
+        status.set(1 if health.last_run_status == name else 0, status=name)
+    failures.set(health.failures_since_success)
+    return [last_run, status, failures]
+
+
+def families(
+    history: HistoryView, thresholds: Thresholds | None = None, collection: CollectionHealth | None = None
+) -> list[Family]:
     inventory = Inventory.of(history.state)
-    as_of = Family("as_of_timestamp_seconds", "gauge", "Unix time of the snapshot these metrics describe.")
+    as_of = Family(
+        "as_of_timestamp_seconds",
+        "gauge",
+        "Unix time of the snapshot these metrics describe: the newest usable (ok or partial) one.",
+    )
     as_of.set(history.as_of.timestamp())
     wait = Family("allocation_wait_seconds", "histogram", "Live claims: creationTimestamp to allocationTimestamp.")
     wait.observe_all(_allocation_waits(history), ALLOCATION_WAIT_BUCKETS)
@@ -262,12 +360,19 @@ def families(history: HistoryView, thresholds: Thresholds | None = None) -> list
         prep,
         _preparation_failures(history),
         *_leak_families(history, thresholds or Thresholds()),
+        _warning_family(history),
+        *(_collection_families(collection) if collection else ()),
     ]
 
 
-def render_metrics(history: HistoryView, thresholds: Thresholds | None = None) -> str:
-    """The exposition text; ends with a newline as the format requires."""
+def render_metrics(
+    history: HistoryView, thresholds: Thresholds | None = None, collection: CollectionHealth | None = None
+) -> str:
+    """The exposition text; ends with a newline as the format requires.
+
+    ``collection`` adds the run-health families; without it (a dump, a test) they are left out.
+    """
     lines: list[str] = []
-    for family in families(history, thresholds):
+    for family in families(history, thresholds, collection):
         lines.extend(family.render())
     return "\n".join(lines) + "\n"

@@ -28,6 +28,16 @@ def meta(obj: Object) -> dict[str, Any]:
     return m if isinstance(m, dict) else {}
 
 
+def spec_of(obj: Object) -> dict[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def status_of(obj: Object) -> dict[str, Any]:
+    status = obj.get("status")
+    return status if isinstance(status, dict) else {}
+
+
 def uid_of(obj: Object) -> str:
     return str(meta(obj).get("uid") or "")
 

@@ -12,20 +12,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from dashboard.domain.boundaries import BOUNDARIES, FAILED, OK, PENDING, ClaimLifecycle, is_terminal
 from dashboard.domain.inventory import Inventory
-from dashboard.domain.lifecycle import (
-    BOUNDARIES,
-    FAILED,
-    OK,
-    PENDING,
-    ClaimLifecycle,
-    is_terminal,
-    last_known,
-    pod_lifecycle,
-    timeline,
-)
+from dashboard.domain.lifecycle import pod_lifecycle
+from dashboard.domain.pod_claims import last_known
 from dashboard.domain.state import HistoryView, Object, meta, ns_name
 from dashboard.domain.timefmt import rfc3339
+from dashboard.domain.timeline import timeline
 
 
 class PodNotFound(LookupError):

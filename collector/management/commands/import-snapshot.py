@@ -9,6 +9,7 @@ from collector import history
 from collector.dumps import DumpError, parse_dump_files
 from collector.management.commands._clusters import default_cluster_name
 from collector.timeparse import parse_rfc3339
+from notify.hooks import after_snapshot
 
 
 class Command(BaseCommand):
@@ -37,6 +38,7 @@ class Command(BaseCommand):
         except history.SnapshotOrderError as exc:
             raise CommandError(f"nothing imported: {exc}") from None
         result = history.write_snapshot(snapshot, dump.objects, dump.kinds, finished=timezone.now())
+        after_snapshot(snapshot, timezone.now)
         ignored = ", ".join(f"{n} {k}" for k, n in sorted(dump.ignored.items()))
         self.stdout.write(
             f"snapshot {snapshot.pk} of {cluster.name} at {at.isoformat()}: {result.objects_seen} objects, "

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from dashboard.domain.lifecycle import BOUNDARIES
+from dashboard.domain.boundaries import BOUNDARIES
 from dashboard.domain.verdicts import PodNotFound, explain
 from dashboard.management.commands._output import HistoryCommand
 

@@ -1,0 +1,153 @@
+"""The overview: what a platform owner checks first about a cluster, as of one snapshot.
+
+Every number comes from the domain's own reports (inventory, the verdicts, the
+leak report, the audit, the capacity series); this module only counts and
+groups them. What a team member sees is cut by the caller's ``Redactor``:
+inventory numbers stay cluster-wide (devices are everyone's concern), Pods,
+flagged claims and namespaced warnings only those of the member's namespaces.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from dashboard.domain.audit import audit
+from dashboard.domain.boundaries import BOUNDARIES, is_terminal
+from dashboard.domain.capacity import allocation_series, device_model
+from dashboard.domain.inventory import Inventory
+from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
+from dashboard.domain.lifecycle import pod_lifecycle
+from dashboard.domain.pod_claims import pods_with_claims
+from dashboard.domain.redaction import Redactor
+from dashboard.domain.state import HistoryView, ns_name, uid_of
+from dashboard.domain.timefmt import rfc3339
+from dashboard.domain.verdicts import choose_verdict
+
+# How far back the allocation chart reaches.
+CHART_SPAN = timedelta(hours=24)
+# Flagged claims named on the overview; the retained page lists them all.
+TOP_FLAGGED = 5
+COUNTS = ("advertised", "allocated", "free")
+
+
+def devices_by_model(inventory: Inventory) -> dict[str, Any]:
+    """Advertised devices by driver and model, with how many an allocation holds."""
+    advertised: Counter[tuple[str, str]] = Counter()
+    allocated: Counter[tuple[str, str]] = Counter()
+    for device in inventory.devices:
+        key = (device.driver, device_model(device))
+        advertised[key] += 1
+        allocated[key] += device.id in inventory.holders
+    models = [
+        {"driver": driver, "model": model, "advertised": n, "allocated": allocated[(driver, model)],
+         "free": n - allocated[(driver, model)]}
+        for (driver, model), n in sorted(advertised.items())
+    ]
+    return _with_totals(models)
+
+
+def _with_totals(models: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"models": models, **{k: sum(m[k] for m in models) for k in COUNTS}}
+
+
+def waiting_pods(history: HistoryView, redactor: Redactor, inventory: Inventory) -> dict[str, Any]:
+    """Live, unfinished DRA Pods whose verdict is not ``ok``, grouped by the verdict's reason."""
+    groups: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
+    for pod in pods_with_claims(history.state):
+        namespace, name = ns_name(pod)
+        if is_terminal(pod) or not redactor.scope.sees(namespace):
+            continue
+        verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
+        if verdict["boundary"] is None:  # ok
+            continue
+        groups.setdefault((verdict["boundary"], verdict["reason"]), []).append(
+            {"namespace": namespace, "name": name, "uid": uid_of(pod), "message": redactor.text(verdict["message"])}
+        )
+    order = {b: i for i, b in enumerate(BOUNDARIES)}
+    by_reason = [
+        {"boundary": boundary, "reason": reason, "count": len(pods), "pods": pods}
+        for (boundary, reason), pods in sorted(groups.items(), key=lambda g: (order.get(g[0][0] or "", 9), g[0][1]))
+    ]
+    return {"total": sum(g["count"] for g in by_reason), "by_reason": by_reason}
+
+
+def flagged_summary(leaks: dict[str, Any]) -> dict[str, Any]:
+    """Flagged claims (an already scoped leaks document) by reason: held and leaked device-hours."""
+    claims = leaks["claims"]
+    by_reason = []
+    for reason in REASONS:
+        mine = [c for c in claims if c["reason"] == reason]
+        if mine:
+            by_reason.append(
+                {"reason": reason, "claims": len(mine), "devices": sum(len(c["devices"]) for c in mine),
+                 "device_hours": _total(c["device_hours"] for c in mine),
+                 "leaked_device_hours": _total(c["leaked_device_hours"] for c in mine)}
+            )
+    return {
+        "claims": len(claims),
+        "devices": sum(len(c["devices"]) for c in claims),
+        "device_hours": _total(c["device_hours"] for c in claims),
+        "leaked_device_hours": _total(c["leaked_device_hours"] for c in claims),
+        "by_reason": by_reason,
+        "top": claims[:TOP_FLAGGED],
+    }
+
+
+def warnings_by_kind(audit_doc: dict[str, Any]) -> dict[str, Any]:
+    kinds = Counter(str(w["kind"]) for w in audit_doc["warnings"])
+    return {"total": sum(kinds.values()), "by_kind": [{"kind": k, "count": n} for k, n in sorted(kinds.items())]}
+
+
+def _total(values: Iterable[float]) -> float:
+    return round(sum(values), 2)
+
+
+def overview(
+    history: HistoryView,
+    redactor: Redactor,
+    thresholds: Thresholds | None = None,
+    *,
+    leaks: dict[str, Any] | None = None,
+    audit_doc: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The overview of one cluster as of ``history.as_of``, as ``redactor``'s user may see it.
+
+    ``leaks`` and ``audit_doc`` are the cluster's unscoped reports when the caller has them already.
+    """
+    inventory = Inventory.of(history.state)
+    leaks = leaks if leaks is not None else find_leaks(history, thresholds)
+    audit_doc = audit_doc if audit_doc is not None else audit(history)
+    return {
+        "as_of": rfc3339(history.as_of),
+        "inventory": devices_by_model(inventory),
+        "pods": waiting_pods(history, redactor, inventory),
+        "flagged": flagged_summary(redactor.leaks(leaks)),
+        "warnings": warnings_by_kind(redactor.audit(audit_doc)),
+        "series": allocation_series(history, history.as_of - CHART_SPAN),
+        "series_since": rfc3339(history.as_of - CHART_SPAN),
+    }
+
+
+def across_clusters(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Several clusters' overviews added up: devices by driver and model, Pods, flagged claims, warnings."""
+    docs = list(docs)
+    by_model: dict[tuple[str, str], dict[str, Any]] = {}
+    for doc in docs:
+        for m in doc["inventory"]["models"]:
+            row = by_model.setdefault(
+                (m["driver"], m["model"]),
+                {"driver": m["driver"], "model": m["model"], **dict.fromkeys(COUNTS, 0)},
+            )
+            for k in COUNTS:
+                row[k] += m[k]
+    return {
+        "inventory": _with_totals([by_model[k] for k in sorted(by_model)]),
+        "pods": sum(d["pods"]["total"] for d in docs),
+        "flagged": sum(d["flagged"]["claims"] for d in docs),
+        "device_hours": _total(d["flagged"]["device_hours"] for d in docs),
+        "leaked_device_hours": _total(d["flagged"]["leaked_device_hours"] for d in docs),
+        "warnings": sum(d["warnings"]["total"] for d in docs),
+    }

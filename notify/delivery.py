@@ -1,0 +1,328 @@
+"""Sending stored notices: who receives which, one attempt at a time, every attempt recorded.
+
+The alert loop (``dispatch``) reads notices not yet dispatched, writes one
+Delivery per receiver channel that wants each, and hands the deliveries to a
+sender: Celery's ``notify.tasks.deliver`` (retried with backoff) or, in the
+embedded in-process scheduler, ``deliver_due`` on the next loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import smtplib
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import transaction
+
+from collector.models import ObjectVersion
+from dashboard.domain.redaction import Redactor, Scope
+from dashboard.models import NamespaceGrant
+from notify.models import Delivery, Notice, Receiver
+
+log = logging.getLogger("claimline.notify")
+
+# Network errors worth another attempt: unreachable, timed out, refused, a 5xx/429 answer
+# (HTTPError is a URLError), an SMTP server that failed mid-conversation.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    urllib.error.URLError,
+    TimeoutError,
+    ConnectionError,
+    smtplib.SMTPException,
+)
+DISPATCH_BATCH = 500
+WEBHOOK = "webhook"
+EMAIL = "email"
+
+
+class PermanentDeliveryError(Exception):
+    """The receiver refused the notice (a 4xx answer, refused recipients): retrying would not help."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One channel of one receiver, and which notices it wants."""
+
+    key: str
+    label: str
+    channel: str
+    receiver_id: int | None = None
+    url: str = ""
+    format: str = "json"
+    emails: tuple[str, ...] = ()
+    # (cluster pk or None for every cluster, namespace); None: every notice (a platform receiver).
+    namespaces: frozenset[tuple[int | None, str]] | None = None
+
+    def wants(self, notice: Notice) -> bool:
+        if self.namespaces is None:
+            return True
+        if not notice.namespace:
+            return False  # nodes and collections are the platform's
+        return bool({(None, notice.namespace), (notice.cluster_id, notice.namespace)} & self.namespaces)
+
+
+def _host(url: str) -> str:
+    # Webhook URLs often carry a secret token in their path: show the host only.
+    return urlsplit(url).hostname or "?"
+
+
+def _env_targets() -> list[Target]:
+    out = []
+    if settings.CLAIMLINE_NOTIFY_WEBHOOK_URL:
+        url = settings.CLAIMLINE_NOTIFY_WEBHOOK_URL
+        out.append(
+            Target("env/webhook", f"platform webhook ({_host(url)})", WEBHOOK, url=url,
+                   format=settings.CLAIMLINE_NOTIFY_WEBHOOK_FORMAT)
+        )
+    if settings.CLAIMLINE_NOTIFY_EMAILS:
+        emails = tuple(settings.CLAIMLINE_NOTIFY_EMAILS)
+        out.append(Target("env/email", f"platform e-mail ({', '.join(emails)})", EMAIL, emails=emails))
+    return out
+
+
+def _receiver_targets(receiver: Receiver, grants: Iterable[NamespaceGrant]) -> list[Target]:
+    namespaces = None if receiver.group_id is None else frozenset((g.cluster_id, g.namespace) for g in grants)
+    out = []
+    if receiver.webhook_url:
+        out.append(
+            Target(f"receiver-{receiver.pk}/webhook", f"{receiver.name} webhook ({_host(receiver.webhook_url)})",
+                   WEBHOOK, receiver.pk, url=receiver.webhook_url, format=receiver.webhook_format,
+                   namespaces=namespaces)
+        )
+    emails = tuple(receiver.email_list())
+    if emails:
+        out.append(
+            Target(f"receiver-{receiver.pk}/email", f"{receiver.name} e-mail ({', '.join(emails)})", EMAIL,
+                   receiver.pk, emails=emails, namespaces=namespaces)
+        )
+    return out
+
+
+def targets() -> list[Target]:
+    """Every configured receiver channel: the environment's, then the admin's receivers."""
+    receivers = list(Receiver.objects.filter(enabled=True).order_by("name"))
+    grants: dict[int, list[NamespaceGrant]] = {}
+    for grant in NamespaceGrant.objects.filter(group_id__in={r.group_id for r in receivers if r.group_id}):
+        grants.setdefault(grant.group_id, []).append(grant)
+    out = _env_targets()
+    for receiver in receivers:
+        out += _receiver_targets(receiver, grants.get(receiver.group_id or 0, ()))
+    return out
+
+
+def _target_of(delivery: Delivery) -> Target | None:
+    """The delivery's receiver channel as configured now (an address edited since is used)."""
+    receiver = delivery.receiver
+    if receiver is not None:
+        grants = NamespaceGrant.objects.filter(group_id=receiver.group_id) if receiver.group_id else []
+        channels = _receiver_targets(receiver, grants) if receiver.enabled else []
+    else:
+        channels = _env_targets()
+    return next((t for t in channels if t.key == delivery.target), None)
+
+
+# --- the alert loop ---------------------------------------------------------------------------------
+
+
+def dispatch(now: datetime) -> list[int]:
+    """Queue a delivery per wanting receiver for every notice not yet dispatched; the deliveries' ids."""
+    with transaction.atomic():
+        # Two loops at once each take different notices (SKIP LOCKED); SQLite has one writer anyway.
+        notices = list(
+            Notice.objects.filter(dispatched__isnull=True)
+            .select_for_update(skip_locked=True)
+            .order_by("created")[:DISPATCH_BATCH]
+        )
+        if not notices:
+            return []
+        channels = targets()
+        Delivery.objects.bulk_create(
+            [
+                Delivery(notice=n, receiver_id=t.receiver_id, target=t.key, channel=t.channel, next_attempt=now)
+                for n in notices
+                for t in channels
+                if t.wants(n)
+            ],
+            ignore_conflicts=True,
+        )
+        Notice.objects.filter(pk__in=[n.pk for n in notices]).update(dispatched=now)
+    return list(
+        Delivery.objects.filter(notice__in=notices, status=Delivery.Status.PENDING)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+# --- sending ----------------------------------------------------------------------------------------
+
+
+def notice_document(notice: Notice, message: str | None = None) -> dict[str, Any]:
+    return {
+        "cluster": notice.cluster.name,
+        "kind": notice.kind,
+        "subject": notice.subject,
+        "reason": notice.reason,
+        "namespace": notice.namespace,
+        "name": notice.name,
+        "message": notice.message if message is None else message,
+        "link": notice.link,
+        "first_seen": notice.first_seen.isoformat(),
+    }
+
+
+def headline(notice: Notice) -> str:
+    return f"[Claimline] {notice.cluster.name}: {notice.reason} {notice.name or notice.subject}"
+
+
+def webhook_body(notice: Notice, fmt: str, message: str) -> dict[str, Any]:
+    if fmt == "slack":
+        link = f" <{notice.link}|details>" if notice.link.startswith(("http://", "https://")) else ""
+        return {"text": f"*{headline(notice)}*\n{message}{link}"}
+    return notice_document(notice, message)
+
+
+def known_namespaces(cluster_id: int) -> set[str]:
+    rows = ObjectVersion.objects.filter(cluster_id=cluster_id)
+    known = set(rows.filter(kind="Namespace").values_list("name", flat=True).distinct())
+    return known | set(rows.filter(kind="ResourceClaim").values_list("namespace", flat=True).distinct())
+
+
+def message_for(target: Target, notice: Notice) -> str:
+    """The notice as the receiver may read it: for a team, other teams' claims are hidden, as on the pages."""
+    if target.namespaces is None:
+        return notice.message
+    visible = frozenset(ns for cluster_id, ns in target.namespaces if cluster_id in (None, notice.cluster_id))
+    return Redactor(Scope(admin=False, namespaces=visible), known_namespaces(notice.cluster_id)).text(notice.message)
+
+
+def post_json(url: str, body: dict[str, Any], timeout: float) -> None:
+    if urlsplit(url).scheme not in ("http", "https"):
+        raise PermanentDeliveryError("a webhook URL must be http:// or https://")
+    request = urllib.request.Request(  # noqa: S310 - the scheme is checked above
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "User-Agent": "claimline-notify"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - checked above
+            response.read(4096)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if exc.code >= 500 or exc.code == 429:
+            raise
+        raise PermanentDeliveryError(f"HTTP {exc.code} {exc.reason}") from None
+
+
+def send(target: Target, notice: Notice) -> None:
+    message = message_for(target, notice)
+    if target.channel == WEBHOOK:
+        post_json(target.url, webhook_body(notice, target.format, message), settings.CLAIMLINE_NOTIFY_TIMEOUT)
+        return
+    body = f"{message}\n\n{notice.link}\n" if notice.link else f"{message}\n"
+    try:
+        EmailMessage(headline(notice), body, settings.DEFAULT_FROM_EMAIL, list(target.emails)).send()
+    except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused) as exc:
+        raise PermanentDeliveryError(str(exc)) from None
+
+
+def backoff(attempts: int) -> timedelta:
+    """How long the in-process loop waits before the next attempt (Celery has its own backoff)."""
+    return timedelta(seconds=min(30 * 2 ** max(attempts - 1, 0), 3600))
+
+
+def attempt(delivery_id: int, now: datetime, final: bool) -> Delivery | None:
+    """One attempt, recorded; a transient error is re-raised after recording (the caller retries)."""
+    delivery = Delivery.objects.select_related("notice__cluster", "receiver").filter(pk=delivery_id).first()
+    if delivery is None or delivery.status in (Delivery.Status.SENT, Delivery.Status.FAILED):
+        return delivery  # a receiver deleted meanwhile, or a task delivered twice (acks_late)
+    delivery.attempts += 1
+    delivery.last_attempt = now
+    target = _target_of(delivery)
+    try:
+        if target is None:
+            raise PermanentDeliveryError("the receiver is no longer configured")
+        send(target, delivery.notice)
+    except PermanentDeliveryError as exc:
+        _record(delivery, Delivery.Status.FAILED, str(exc), None)
+    except TRANSIENT_ERRORS as exc:
+        final = final or delivery.attempts >= settings.CLAIMLINE_NOTIFY_MAX_ATTEMPTS
+        status = Delivery.Status.FAILED if final else Delivery.Status.RETRYING
+        _record(delivery, status, f"{type(exc).__name__}: {exc}", None if final else now + backoff(delivery.attempts))
+        log.warning("delivery %s to %s failed (attempt %s): %s", delivery.pk, delivery.target, delivery.attempts, exc)
+        raise
+    else:
+        _record(delivery, Delivery.Status.SENT, "", None)
+    return delivery
+
+
+def _record(delivery: Delivery, status: str, error: str, next_attempt: datetime | None) -> None:
+    delivery.status, delivery.error, delivery.next_attempt = status, error[:2000], next_attempt
+    delivery.save(update_fields=["status", "error", "attempts", "last_attempt", "next_attempt"])
+
+
+def deliver_due(now: datetime) -> int:
+    """The in-process sender: one attempt at each delivery that is due; failures wait for a later loop."""
+    due = list(
+        Delivery.objects.filter(status__in=[Delivery.Status.PENDING, Delivery.Status.RETRYING], next_attempt__lte=now)
+        .order_by("next_attempt")
+        .values_list("pk", "target")[:DISPATCH_BATCH]
+    )
+    sent = 0
+    unreachable: set[str] = set()
+    for pk, target in due:
+        if target in unreachable:
+            continue  # one timeout per receiver and loop is enough: the loop also collects
+        try:
+            done = attempt(pk, now, final=False)
+        except TRANSIENT_ERRORS:
+            unreachable.add(target)
+            continue
+        sent += done is not None and done.status == Delivery.Status.SENT
+    return sent
+
+
+# --- for pages ----------------------------------------------------------------------------------------
+
+
+def labels() -> dict[str, str]:
+    return {t.key: t.label for t in targets()}
+
+
+def failing_receivers() -> list[dict[str, Any]]:
+    """Receiver channels whose latest attempt failed, with the error and how many failed since the last success.
+
+    For the overview page: a receiver that silently drops every notice is as bad as none.
+    """
+    names = labels()
+    out = []
+    for key in Delivery.objects.order_by().values_list("target", flat=True).distinct():
+        attempted = Delivery.objects.filter(target=key, last_attempt__isnull=False).order_by("-last_attempt")
+        latest = attempted.first()
+        if latest is None or latest.status not in (Delivery.Status.RETRYING, Delivery.Status.FAILED):
+            continue
+        last_ok = attempted.filter(status=Delivery.Status.SENT).values_list("last_attempt", flat=True).first()
+        failing = attempted.exclude(status=Delivery.Status.SENT)
+        if last_ok is not None:
+            failing = failing.filter(last_attempt__gt=last_ok)
+        out.append(
+            {
+                "target": key,
+                "label": names.get(key, key),
+                "channel": latest.channel,
+                "status": latest.status,
+                "error": latest.error,
+                "last_attempt": latest.last_attempt,
+                "last_success": last_ok,
+                "failing_deliveries": failing.count(),
+            }
+        )
+    return sorted(out, key=lambda r: r["label"])
