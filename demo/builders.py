@@ -462,6 +462,173 @@ def resource_slice(
     return _finish({"apiVersion": DRA_API, "kind": "ResourceSlice", "metadata": meta, "spec": spec})
 
 
+# --- partitionable devices, shared capacity, constraints ------------------------------------------
+
+
+def _counters(counters: Mapping[str, str]) -> Obj:
+    return {name: {"value": value} for name, value in counters.items()}
+
+
+def counter_set(name: str, counters: Mapping[str, str]) -> Obj:
+    """An entry of ResourceSlice ``spec.sharedCounters``: ``counter_set("gpu-0-counters", {"memory": "80Gi"})``."""
+    return {"name": name, "counters": _counters(counters)}
+
+
+def counter_slice(
+    node_name: str | None,
+    counter_sets: Sequence[Obj],
+    driver: str = GPU_DRIVER,
+    pool: str | None = None,
+    generation: int = 1,
+    slice_count: int = 2,
+    created: datetime = DEFAULT_CREATED,
+    name: str | None = None,
+    **kwargs: Any,
+) -> Obj:
+    """A slice of a pool that lists only counter sets (a slice lists devices or counter sets, not both).
+
+    ``slice_count`` defaults to 2: this slice plus one listing the devices that consume them.
+    """
+    pool_name = pool or node_name or ""
+    name = name or f"{node_name or pool_name}-{driver}-counters-{name_suffix(pool_name, driver, generation)}"
+    out = resource_slice(node_name, [], driver, pool, generation, slice_count, created, name=name, **kwargs)
+    del out["spec"]["devices"]
+    out["spec"]["sharedCounters"] = [dict(c) for c in counter_sets]
+    return _finish(out)
+
+
+def consumes_counters(counter_set_name: str, counters: Mapping[str, str]) -> Obj:
+    """An entry of a device's ``consumesCounters``."""
+    return {"counterSet": counter_set_name, "counters": _counters(counters)}
+
+
+def with_counters(device: Obj, *consumptions: Obj) -> Obj:
+    """A device (e.g. from ``gpu_device``) that draws on counter sets of its pool."""
+    return {**device, "consumesCounters": [dict(c) for c in consumptions]}
+
+
+MIG_3G_40GB = {"profile": "3g.40gb", "memory": "40Gi", "compute_slices": "3"}
+
+
+def partitioned_gpu(
+    node: str,
+    index: int = 0,
+    model: Mapping[str, Any] | None = None,
+    partitions: int = 2,
+    profile: Mapping[str, str] | None = None,
+    compute_slices: str = "7",
+) -> tuple[Obj, list[Obj]]:
+    """One GPU advertised whole and as ``partitions`` MIG devices, all drawing on one counter set.
+
+    Returns (counter set, devices): ``gpu-{index}`` consumes the whole set,
+    ``gpu-{index}-mig-3g-{i}`` a profile's share of it.
+    """
+    params = dict(model or H100_80GB)
+    prof = dict(profile or MIG_3G_40GB)
+    set_name = f"gpu-{index}-counters"
+    everything = {"memory": params["memory"], "compute-slices": compute_slices}
+    whole = gpu_device(f"gpu-{index}", node=node, **params)
+    devices = [with_counters(whole, consumes_counters(set_name, everything))]
+    parent_uuid = whole["attributes"]["uuid"]["string"]
+    short = prof["profile"].split(".", 1)[0]
+    for i in range(partitions):
+        name = f"gpu-{index}-mig-{short}-{i}"
+        mig = gpu_device(
+            name,
+            uuid="MIG-" + str(_uuid5(f"mig/{node}/{name}")),
+            node=node,
+            pci_bus_id=whole["attributes"][PCI_BUS_ID_ATTRIBUTE]["string"],
+            extra_attributes={"type": "mig", "profile": prof["profile"], "parentUUID": parent_uuid},
+            **{**params, "memory": prof["memory"]},
+        )
+        use = consumes_counters(set_name, {"memory": prof["memory"], "compute-slices": prof["compute_slices"]})
+        devices.append(with_counters(mig, use))
+    return counter_set(set_name, everything), devices
+
+
+def request_policy(
+    default: str | None = None,
+    min: str | None = None,  # noqa: A002 - the API's field name
+    max: str | None = None,  # noqa: A002
+    step: str | None = None,
+    valid_values: Sequence[str] | None = None,
+) -> Obj:
+    """A capacity's ``requestPolicy``: ``validValues`` or ``validRange`` (min/max/step), and a ``default``."""
+    out: Obj = {}
+    if default is not None:
+        out["default"] = default
+    if valid_values is not None:
+        out["validValues"] = list(valid_values)
+    bounds = {k: v for k, v in (("min", min), ("max", max), ("step", step)) if v is not None}
+    if bounds:
+        out["validRange"] = bounds
+    return out
+
+
+def shared_gpu(
+    name: str,
+    node: str,
+    memory: str = "80Gi",
+    policy: Obj | None = None,
+    model: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Obj:
+    """A GPU with ``allowMultipleAllocations``: claims get shares of its ``memory`` capacity."""
+    device = gpu_device(name, node=node, **{**dict(model or H100_80GB), "memory": memory, **kwargs})
+    capacity: Obj = {"value": memory}
+    if policy:
+        capacity["requestPolicy"] = dict(policy)
+    device["capacity"] = {**device["capacity"], "memory": capacity}
+    device["allowMultipleAllocations"] = True
+    return device
+
+
+def with_capacity(request_obj: Obj, requests: Mapping[str, str]) -> Obj:
+    """A request (``request()``/``subrequest()`` output) asking for capacity: ``{"memory": "20Gi"}``."""
+    out = dict(request_obj)
+    body = dict(out["exactly"]) if "exactly" in out else out
+    body["capacity"] = {"requests": dict(requests)}
+    if "exactly" in out:
+        out["exactly"] = body
+    return out
+
+
+def shared_result(
+    request_name: str,
+    pool: str,
+    device: str,
+    consumed: Mapping[str, str],
+    share_id: str | None = None,
+    driver: str = GPU_DRIVER,
+) -> Obj:
+    """An allocation result holding a share of a device (for ``claim(allocated=[...])``)."""
+    share = share_id or str(_uuid5(f"share/{driver}/{pool}/{device}/{request_name}/{sorted(consumed.items())}"))
+    return {
+        "request": request_name,
+        "driver": driver,
+        "pool": pool,
+        "device": device,
+        "shareID": share,
+        "consumedCapacity": dict(consumed),
+    }
+
+
+def match_attribute(attribute: str, requests: Sequence[str] = ()) -> Obj:
+    """A claim constraint: the devices of ``requests`` (all, when empty) share the attribute's value."""
+    out: Obj = {"matchAttribute": attribute}
+    if requests:
+        out["requests"] = list(requests)
+    return out
+
+
+def distinct_attribute(attribute: str, requests: Sequence[str] = ()) -> Obj:
+    """A claim constraint: the devices of ``requests`` (all, when empty) each have a different value."""
+    out: Obj = {"distinctAttribute": attribute}
+    if requests:
+        out["requests"] = list(requests)
+    return out
+
+
 def gpu_type_selector(driver: str = GPU_DRIVER) -> str:
     return f"device.driver == '{driver}' && device.attributes['{driver}'].type == 'gpu'"
 

@@ -3,270 +3,65 @@
 It follows what the scheduler's structured allocator checks, in its order: the
 DeviceClass selectors and the request selectors (CEL), then that enough matching
 devices are reachable from one node, then that they are free (not allocated to
-another claim), then that their taints are tolerated. Every device gets its own
-outcome, so a verdict can say why each one was passed over.
+another claim, their shared counters and consumable capacity not taken by other
+allocations), then that their taints are tolerated, and finally that a
+combination of them satisfies the claim's constraints and goes together on
+counters and capacity. Every device gets its own outcome, so a verdict can say
+why each one was passed over.
 
-Not modelled: request constraints (matchAttribute), consumable capacity sharing
-beyond ``allowMultipleAllocations``, and node-level scheduling (CPU, node taints).
+Not modelled: node-level scheduling (CPU, node taints), and the search across
+the claims of one Pod (each claim's devices are chosen after the previous claim's).
 """
 
 from __future__ import annotations
 
-import re
-import weakref
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from dashboard.domain.cel import (
-    CompiledSelector,
-    Device,
-    SelectorCompileError,
-    SelectorEvaluationError,
-    compile_selector,
+from dashboard.domain.asks import ClaimRequest, DeviceAsk, blocking_taints, class_selectors, taint_label
+from dashboard.domain.asks import DeviceClassNotFound as DeviceClassNotFound
+from dashboard.domain.asks import claim_requests as claim_requests
+from dashboard.domain.asks import class_drivers as class_drivers
+from dashboard.domain.asks import find_class as find_class
+from dashboard.domain.asks import tolerates as tolerates
+from dashboard.domain.cel import compile_selector
+from dashboard.domain.constraints import Constraint, Picked, applying, claim_constraints, conflict_sentence
+from dashboard.domain.device_checks import (
+    CLASS_FALSE,
+    ERROR,
+    SELECTOR_FALSE,
+    DeviceCheck,
+    SelectorCache,
+    check_device,
+    fail_phrases,
+    summarize_checks,
 )
+from dashboard.domain.device_checks import selector_cache as selector_cache
+from dashboard.domain.device_checks import selector_references as selector_references
 from dashboard.domain.inventory import (
-    BLOCKING_EFFECTS,
     AdvertisedDevice,
     DeviceId,
     Inventory,
     NodeInfo,
 )
-from dashboard.domain.quantity import Quantity, QuantityError
+from dashboard.domain.picking import BUDGET, Choice, search
+from dashboard.domain.sharing import (
+    Amounts,
+    Sharing,
+    Shortage,
+    Unfit,
+    Usage,
+    device_counters,
+    ledger_of,
+    share_of,
+    short_name,
+)
 from dashboard.domain.state import ClusterState, Object, ns_name, uid_of
 
-
-class DeviceClassNotFound(LookupError):
-    pass
-
-
-# --- what a claim asks for -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DeviceAsk:
-    """One concrete ask: a request's ``exactly``, or one ``firstAvailable`` subrequest."""
-
-    name: str  # "gpu", or "gpu/a100" for a subrequest, as allocation results name it
-    class_name: str
-    mode: str  # ExactCount | All
-    count: int
-    selectors: tuple[str, ...]
-    tolerations: tuple[Mapping[str, Any], ...]
-    admin_access: bool = False
-
-    def wants(self) -> str:
-        if self.mode == "All":
-            return f"all devices of class {self.class_name}"
-        noun = "device" if self.count == 1 else "devices"
-        return f"{self.count} {noun} of class {self.class_name}"
-
-
-@dataclass(frozen=True)
-class ClaimRequest:
-    name: str
-    alternatives: tuple[DeviceAsk, ...]  # one for ``exactly``; the subrequests, in order
-
-    @property
-    def prioritized(self) -> bool:
-        return len(self.alternatives) > 1 or self.alternatives[0].name != self.name
-
-
-def _selector_exprs(selectors: Any) -> tuple[str, ...]:
-    out = []
-    for s in selectors or ():
-        expr = (s.get("cel") or {}).get("expression") if isinstance(s, dict) else None
-        if isinstance(expr, str):
-            out.append(expr)
-    return tuple(out)
-
-
-def _ask(name: str, body: Mapping[str, Any]) -> DeviceAsk:
-    mode = str(body.get("allocationMode") or "ExactCount")
-    try:
-        count = int(body.get("count") or 1)
-    except (TypeError, ValueError):
-        count = 1
-    return DeviceAsk(
-        name=name,
-        class_name=str(body.get("deviceClassName") or ""),
-        mode=mode,
-        count=count,
-        selectors=_selector_exprs(body.get("selectors")),
-        tolerations=tuple(t for t in body.get("tolerations") or () if isinstance(t, dict)),
-        admin_access=bool(body.get("adminAccess")),
-    )
-
-
-def claim_requests(claim: Object) -> list[ClaimRequest]:
-    """The requests of a ResourceClaim (or of a template's claim spec)."""
-    spec = claim.get("spec") or {}
-    if "spec" in spec and "devices" not in spec:  # a ResourceClaimTemplate
-        spec = spec["spec"] or {}
-    out = []
-    for req in (spec.get("devices") or {}).get("requests") or ():
-        if not isinstance(req, dict):
-            continue
-        name = str(req.get("name") or "")
-        if isinstance(req.get("firstAvailable"), list):
-            subs = tuple(_ask(f"{name}/{s.get('name')}", s) for s in req["firstAvailable"] if isinstance(s, dict))
-            if subs:
-                out.append(ClaimRequest(name, subs))
-        elif isinstance(req.get("exactly"), dict):
-            out.append(ClaimRequest(name, (_ask(name, req["exactly"]),)))
-        elif req.get("deviceClassName"):  # v1beta1 put the fields on the request itself
-            out.append(ClaimRequest(name, (_ask(name, req),)))
-    return out
-
-
-def class_selectors(device_class: Object | None) -> tuple[str, ...]:
-    return _selector_exprs(((device_class or {}).get("spec") or {}).get("selectors"))
-
-
-_DRIVER_EQ = re.compile(r"""device\.driver\s*==\s*(['"])([^'"]+)\1|(['"])([^'"]+)\3\s*==\s*device\.driver""")
-
-
-def class_drivers(device_class: Object | None) -> set[str]:
-    """Drivers a class's selectors pin with ``device.driver == '…'``; empty when they don't say."""
-    found = set()
-    for expr in class_selectors(device_class):
-        for m in _DRIVER_EQ.finditer(expr):
-            found.add(m.group(2) or m.group(4))
-    return found
-
-
-def find_class(state: ClusterState, name: str) -> Object | None:
-    return state.find("DeviceClass", "", name)
-
-
-# --- taints ----------------------------------------------------------------------------------------
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    effect = toleration.get("effect")
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if (toleration.get("operator") or "Equal") == "Exists":
-        return not key or key == taint.get("key")
-    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
-
-
-def blocking_taints(device: AdvertisedDevice, tolerations: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Taints that keep the device from being allocated: effect None only informs."""
-    tols = list(tolerations)
-    return [
-        t for t in device.taints if t.get("effect") in BLOCKING_EFFECTS and not any(tolerates(tol, t) for tol in tols)
-    ]
-
-
-def taint_label(taint: Mapping[str, Any]) -> str:
-    value = taint.get("value")
-    key = f"{taint.get('key')}={value}" if value else str(taint.get("key"))
-    return f"{key}:{taint.get('effect')}"
-
-
-# --- selectors over devices ------------------------------------------------------------------------
-
-MATCH = "match"
-CLASS_FALSE = "class-selector-false"
-SELECTOR_FALSE = "selector-false"
-ERROR = "error"
-
-
-@dataclass(frozen=True)
-class DeviceCheck:
-    device: AdvertisedDevice
-    outcome: str  # MATCH | CLASS_FALSE | SELECTOR_FALSE | ERROR
-    expression: str | None = None  # the selector that said no, or failed
-    error: str | None = None
-    from_class: bool = False  # whether that selector is the DeviceClass's
-
-    @property
-    def matched(self) -> bool:
-        return self.outcome == MATCH
-
-
-class SelectorCache:
-    """Compiled selectors and CEL devices, built once per analysis."""
-
-    def __init__(self) -> None:
-        self._devices: dict[DeviceId, Device] = {}
-        self._compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
-        # Every pending claim of a report asks the same class selector of the same devices.
-        self._results: dict[tuple[str, DeviceId], tuple[bool, str | None]] = {}
-        self._checks: dict[tuple[tuple[str, ...], tuple[str, ...]], list[DeviceCheck]] = {}
-
-    def device(self, device: AdvertisedDevice) -> Device:
-        cel_device = self._devices.get(device.id)
-        if cel_device is None:
-            cel_device = Device.from_slice_entry(device.driver, dict(device.entry))
-            self._devices[device.id] = cel_device
-        return cel_device
-
-    def checks(
-        self, devices: Sequence[AdvertisedDevice], class_exprs: Sequence[str], request_exprs: Sequence[str]
-    ) -> list[DeviceCheck]:
-        """Every device checked against one class + request selector set, once per analysis.
-
-        Pending Pods of one workload ask the same thing; a report over all of them
-        would otherwise walk every device once per Pod. The list is shared: read it only.
-        """
-        key = (tuple(class_exprs), tuple(request_exprs))
-        found = self._checks.get(key)
-        if found is None:
-            found = self._checks[key] = [check_device(self, d, class_exprs, request_exprs) for d in devices]
-        return found
-
-    def evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
-        """(matched, error); a selector that does not compile is an error on every device."""
-        key = (expr, device.id)
-        result = self._results.get(key)
-        if result is None:
-            result = self._results[key] = self._evaluate(expr, device)
-        return result
-
-    def _evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
-        compiled = self._compiled.get(expr)
-        if compiled is None:
-            try:
-                compiled = compile_selector(expr)
-            except SelectorCompileError as exc:
-                compiled = exc
-            self._compiled[expr] = compiled
-        if isinstance(compiled, SelectorCompileError):
-            return False, f"selector does not compile: {compiled}"
-        try:
-            return bool(compiled.matches(self.device(device))), None
-        except SelectorEvaluationError as exc:
-            return False, str(exc)
-
-
-_CACHES: weakref.WeakKeyDictionary[Inventory, SelectorCache] = weakref.WeakKeyDictionary()
-
-
-def selector_cache(inventory: Inventory) -> SelectorCache:
-    """One cache per inventory (one state), shared by every simulation over it."""
-    cache = _CACHES.get(inventory)
-    if cache is None:
-        cache = _CACHES[inventory] = SelectorCache()
-    return cache
-
-
-def check_device(
-    cache: SelectorCache, device: AdvertisedDevice, class_exprs: Sequence[str], request_exprs: Sequence[str]
-) -> DeviceCheck:
-    """Class selectors first, then the request's; the first that says no decides."""
-    for exprs, from_class in ((class_exprs, True), (request_exprs, False)):
-        for expr in exprs:
-            ok, error = cache.evaluate(expr, device)
-            if error is not None:
-                return DeviceCheck(device, ERROR, expr, error, from_class)
-            if not ok:
-                return DeviceCheck(device, CLASS_FALSE if from_class else SELECTOR_FALSE, expr, None, from_class)
-    return DeviceCheck(device, MATCH)
+__all__ = ["SelectorCache", "selector_cache", "selector_references"]
 
 
 # --- match-devices ---------------------------------------------------------------------------------
@@ -286,6 +81,7 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
         class_exprs = class_selectors(device_class)
     cache = SelectorCache()
     inventory = Inventory.of(state)
+    sharing = Sharing(ledger_of(inventory))
     matched, errors, rejected = [], [], []
     failed: list[DeviceCheck] = []
     for device in inventory.devices:
@@ -295,7 +91,8 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
             if node is None:
                 nodes = inventory.nodes_of(device)
                 node = nodes[0] if len(nodes) == 1 else None
-            matched.append({"driver": device.driver, "pool": device.pool, "device": device.name, "node": node})
+            entry = {"driver": device.driver, "pool": device.pool, "device": device.name, "node": node}
+            matched.append(entry | _availability(inventory, sharing, device))
         elif check.outcome == ERROR:
             where = "class selector" if check.from_class else "expression"
             errors.append({"device": device.label, "error": f"{where}: {check.error}"})
@@ -312,6 +109,17 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
     }
 
 
+def _availability(inventory: Inventory, sharing: Sharing, device: AdvertisedDevice) -> dict[str, Any]:
+    """For a matching device that cannot be allocated now: ``available: false`` and what holds it."""
+    holder = inventory.holders.get(device.id)
+    if holder is not None and not device.shareable:
+        return {"available": False, "unavailable": f"allocated to {_claim_label(holder)}"}
+    shortage = sharing.unavailable(device)
+    if shortage is not None:
+        return {"available": False, "unavailable": shortage.availability()}
+    return {}  # available: entries keep the shape they always had
+
+
 def _why_not(failed: list[DeviceCheck]) -> list[str]:
     """One sentence per failing selector, grouped by the values it reads ("all 16 have memory 40Gi")."""
     by_class = [c for c in failed if c.from_class]
@@ -320,7 +128,7 @@ def _why_not(failed: list[DeviceCheck]) -> list[str]:
         phrase
         for whose, group in (("class", by_class), ("request", by_request))
         if group
-        for phrase in _fail_phrases(group, whose, len(group))
+        for phrase in fail_phrases(group, whose, len(group))
     ]
 
 
@@ -360,15 +168,27 @@ class AskOnNode:
     tainted: dict[DeviceId, list[Mapping[str, Any]]] = field(default_factory=dict)
     picked: list[AdvertisedDevice] = field(default_factory=list)
     incomplete_pools: list[str] = field(default_factory=list)
+    short: dict[DeviceId, Shortage] = field(default_factory=dict)  # counters or capacity taken by others
+    usable: list[AdvertisedDevice] = field(default_factory=list)  # free and tolerated: what picking chose from
+    conflict: Conflict | None = None  # usable devices enough, but no combination of them goes together
 
     @property
     def progress(self) -> int:
         """How many devices got through the stage that failed (to rank nodes at the same stage)."""
         if self.stage is Stage.IN_USE:
-            return len(self.matching) - len(self.held)
+            return len(self.matching) - len(self.held) - len(self.short)
         if self.stage is Stage.TAINTED:
-            return len(self.matching) - len(self.held) - len(self.tainted)
+            return len(self.matching) - len(self.held) - len(self.short) - len(self.tainted)
         return len(self.matching)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Why the usable devices of an ask do not go together: a constraint, or shared counters/capacity."""
+
+    constraint: Constraint | None
+    earlier: tuple[Picked, ...] = ()  # devices the claim's previous requests took
+    exhausted: bool = False  # the search gave up before trying every combination
 
 
 @dataclass
@@ -399,17 +219,41 @@ class RequestAnalysis:
     request: ClaimRequest
     classes: dict[str, Object | None]
     checks: dict[str, list[DeviceCheck]]  # by ask name
+    constraints: tuple[Constraint, ...] = ()  # the claim's
 
     _matched: dict[str, list[DeviceCheck]] = field(default_factory=dict, repr=False)
+    _unfit: dict[str, dict[DeviceId, Unfit]] = field(default_factory=dict, repr=False)
+    _shares: dict[tuple[str, DeviceId], Amounts | Unfit] = field(default_factory=dict, repr=False)
     _by_node: dict[str, tuple[dict[str, list[AdvertisedDevice]], list[AdvertisedDevice]]] = field(
         default_factory=dict, repr=False
     )
 
     def matches(self, ask: DeviceAsk) -> list[DeviceCheck]:
+        """Devices the selectors accept and whose capacity could ever give what the ask requests."""
         found = self._matched.get(ask.name)
         if found is None:
-            found = self._matched[ask.name] = [c for c in self.checks[ask.name] if c.matched]
+            found = [c for c in self.checks[ask.name] if c.matched]
+            if ask.capacity:
+                unfit = self._unfit[ask.name] = {}
+                for check in found:
+                    share = self.share(ask, check.device)
+                    if isinstance(share, Unfit):
+                        unfit[check.device.id] = share
+                found = [c for c in found if c.device.id not in unfit]
+            self._matched[ask.name] = found
         return found
+
+    def unfit(self, ask: DeviceAsk) -> dict[DeviceId, Unfit]:
+        self.matches(ask)
+        return self._unfit.get(ask.name, {})
+
+    def share(self, ask: DeviceAsk, device: AdvertisedDevice) -> Amounts | Unfit:
+        """What one allocation of the device for the ask consumes of its capacity."""
+        key = (ask.name, device.id)
+        share = self._shares.get(key)
+        if share is None:
+            share = self._shares[key] = share_of(device, ask.capacity_requests)
+        return share
 
     def reachable_matches(self, ask: DeviceAsk, node: NodeInfo) -> list[AdvertisedDevice]:
         """Matching devices usable from ``node``; node-local ones are indexed, as most devices are."""
@@ -503,7 +347,15 @@ class Simulation:
     def _no_match_details(self, analysis: RequestAnalysis) -> str:
         parts = []
         for ask in analysis.request.alternatives:
-            summary = summarize_checks(analysis.checks[ask.name], ask, analysis.classes.get(ask.class_name))
+            device_class = analysis.classes.get(ask.class_name)
+            summary = summarize_checks(analysis.checks[ask.name], ask.class_name, class_drivers(device_class))
+            unfit = list(analysis.unfit(ask).values())
+            if unfit:
+                first = unfit[0]
+                summary += (
+                    f", {len(unfit)} cannot give {short_name(first.capacity, first.device.driver)} "
+                    f"{first.requested} ({first.device.name} {first.why})"
+                )
             if analysis.request.prioritized:
                 summary = f"subrequest {ask.name.split('/', 1)[-1]}: {summary}"
             parts.append(summary)
@@ -511,6 +363,8 @@ class Simulation:
 
     def _too_few(self, subject: str, failing: AskOnNode, analysis: RequestAnalysis) -> str:
         ask = failing.ask
+        if failing.conflict is not None:
+            return _conflict_message(subject, failing, failing.conflict)
         if failing.incomplete_pools:
             pools = ", ".join(failing.incomplete_pools)
             return (
@@ -550,9 +404,17 @@ class Simulation:
     def _in_use(self, subject: str, failing: AskOnNode) -> str:
         holders = Counter(_claim_label(c) for c in failing.held.values())
         named = ", ".join(f"{name} ({n})" for name, n in sorted(holders.items(), key=lambda kv: (-kv[1], kv[0])))
+        parts = [f"{len(failing.held)} of them are allocated to other claims: {named}"] if failing.held else []
+        shortages = list(failing.short.values())
+        if shortages:
+            shown = "; ".join(s.sentence() for s in shortages[:2])
+            more = f"; {len(shortages) - 2} more likewise" if len(shortages) > 2 else ""
+            verb = "lacks" if len(shortages) == 1 else "lack"
+            lack = f"{len(shortages)} of them {verb} shared counters or capacity other claims hold"
+            parts.append(f"{lack}: {shown}{more}")
         return (
             f"{subject} needs {failing.ask.wants()} and {len(failing.matching)} match on {failing.node}, "
-            f"but {len(failing.held)} of them are allocated to other claims: {named}"
+            f"but {'; '.join(parts)}"
         )
 
     def _tainted(self, subject: str, failing: AskOnNode) -> str:
@@ -563,6 +425,21 @@ class Simulation:
             f"{subject} needs {failing.ask.wants()} and {free} free matching devices are on {failing.node}, "
             f"but {len(failing.tainted)} of them carry taints the request does not tolerate: {named}"
         )
+
+
+def _conflict_message(subject: str, failing: AskOnNode, conflict: Conflict) -> str:
+    ask = failing.ask
+    if conflict.constraint is not None:
+        return conflict_sentence(
+            subject, ask.wants(), conflict.constraint, failing.node, failing.usable, conflict.earlier
+        )
+    sets = sorted({key[2] for d in failing.usable for key in device_counters(d)})
+    shared = [d.name for d in failing.usable if d.shareable]
+    head = f"{subject} needs {ask.wants()} on one node: {failing.node} has {len(failing.usable)} free"
+    if conflict.exhausted:
+        return f"{head}, but no {failing.needed} of them were found to go together within {BUDGET} tries"
+    what = f"counter set {', '.join(sets)}" if sets else f"the capacity of {', '.join(shared[:4])}"
+    return f"{head}, but no {failing.needed} of them fit {what} together"
 
 
 def _claim_label(claim: Object) -> str:
@@ -597,10 +474,15 @@ def _outcome_entry(
         entry.update(outcome="selector-false", selector=check.expression)
     elif check.outcome == ERROR:
         entry.update(outcome="evaluation-error", selector=check.expression, error=check.error)
+    elif device.id in analysis.unfit(ask):
+        unfit = analysis.unfit(ask)[device.id]
+        entry.update(outcome="capacity-unfit", capacity=unfit.capacity, requested=str(unfit.requested), why=unfit.why)
     elif on_node is None:
         entry.update(outcome="match")
     elif device.id in on_node.held:
         entry.update(outcome="held", holder=_claim_label(on_node.held[device.id]))
+    elif device.id in on_node.short:
+        entry.update(outcome="short", unavailable=on_node.short[device.id].sentence())
     elif device.id in on_node.tainted:
         entry.update(outcome="tainted", taints=[taint_label(t) for t in on_node.tainted[device.id]])
     elif not any(d.id == device.id for d in on_node.matching):
@@ -616,48 +498,184 @@ def _incomplete_pools(devices: list[AdvertisedDevice]) -> list[str]:
     return sorted({d.pool for d in devices if not d.pool_complete})
 
 
-def _ask_on_node(
-    inventory: Inventory,
-    analysis: RequestAnalysis,
-    ask: DeviceAsk,
-    node: NodeInfo,
-    taken: set[DeviceId],
-    own_claims: set[str],
-) -> AskOnNode:
-    matches = analysis.reachable_matches(ask, node)
-    matching = [d for d in matches if d.id not in taken]
-    result = AskOnNode(
-        ask, analysis.claim_name, node.name, Stage.NO_MATCH, ask.count, matching, len(matches) - len(matching)
-    )
-    if not analysis.matches(ask):
+class _Placement:
+    """The Pod's requests placed one after the other on one node: what they took so far.
+
+    ``taken`` holds devices that cannot be given twice; ``usage`` what the picks
+    took of counter sets and shared capacity, on top of what other claims hold.
+    """
+
+    def __init__(self, inventory: Inventory, sharing: Sharing, node: NodeInfo, taken: set[DeviceId], own: set[str]):
+        self.inventory = inventory
+        self.sharing = sharing
+        self.node = node
+        self.taken = taken
+        self.own = own
+        self.usage = Usage()
+        self.claim_picks: list[Picked] = []  # the current claim's, for its constraints
+        self.plain = not sharing.ledger.accounted  # no partitions or shared devices at all: the common case
+
+    def try_ask(self, analysis: RequestAnalysis, ask: DeviceAsk, pick: bool = True) -> AskOnNode:
+        matches = analysis.reachable_matches(ask, self.node)
+        taken = self.taken
+        matching = [d for d in matches if d.id not in taken]
+        if self.usage and not ask.admin_access:
+            matching = [d for d in matching if not self._taken_by_pod(analysis, ask, d)]
+        result = AskOnNode(
+            ask, analysis.claim_name, self.node.name, Stage.NO_MATCH, ask.count, matching, len(matches) - len(matching)
+        )
+        if not analysis.matches(ask):
+            return result
+        if ask.mode == "All":
+            result.needed = len(matching)
+            result.incomplete_pools = _incomplete_pools(matching)
+        if not matching or len(matching) < result.needed or result.incomplete_pools:
+            result.stage = Stage.TOO_FEW
+            return result
+        if not ask.admin_access:  # adminAccess may use a device next to its holder
+            self._find_unavailable(analysis, ask, result)
+        free = [d for d in matching if d.id not in result.held and d.id not in result.short]
+        if len(free) < result.needed or (ask.mode == "All" and (result.held or result.short)):
+            result.stage = Stage.IN_USE
+            return result
+        for device in free:
+            taints = blocking_taints(device, ask.tolerations)
+            if taints:
+                result.tainted[device.id] = taints
+        result.usable = [d for d in free if d.id not in result.tainted]
+        if len(result.usable) < result.needed or (ask.mode == "All" and result.tainted):
+            result.stage = Stage.TAINTED
+            return result
+        result.stage = Stage.FITS
+        if pick:
+            self._pick(analysis, ask, result)
         return result
-    if ask.mode == "All":
-        result.needed = len(matching)
-        result.incomplete_pools = _incomplete_pools(matching)
-    if not matching or len(matching) < result.needed or result.incomplete_pools:
-        result.stage = Stage.TOO_FEW
-        return result
-    for device in matching:
-        holder = inventory.holders.get(device.id)
-        # adminAccess and shareable devices may be used next to their holder
-        blocked = holder is not None and not ask.admin_access and not device.shareable
-        if blocked and holder is not None and uid_of(holder) not in own_claims:
-            result.held[device.id] = holder
-    free = [d for d in matching if d.id not in result.held]
-    if len(free) < result.needed or (ask.mode == "All" and result.held):
-        result.stage = Stage.IN_USE
-        return result
-    for device in free:
-        taints = blocking_taints(device, ask.tolerations)
-        if taints:
-            result.tainted[device.id] = taints
-    usable = [d for d in free if d.id not in result.tainted]
-    if len(usable) < result.needed or (ask.mode == "All" and result.tainted):
-        result.stage = Stage.TAINTED
-        return result
-    result.picked = usable[: result.needed]
-    result.stage = Stage.FITS
-    return result
+
+    def _find_unavailable(self, analysis: RequestAnalysis, ask: DeviceAsk, result: AskOnNode) -> None:
+        holders = self.inventory.holders
+        for device in result.matching:
+            accounted = not self.plain and self.sharing.accounted(device)
+            if not accounted or not device.shareable:
+                holder = holders.get(device.id)
+                if holder is not None and uid_of(holder) not in self.own:
+                    result.held[device.id] = holder
+                    continue
+            if not accounted:
+                continue
+            take = self._take_of(analysis, ask, device, None)
+            if not take.empty:
+                shortage = self.sharing.shortage(device, take)
+                if shortage is not None:
+                    result.short[device.id] = shortage
+
+    def _take_of(self, analysis: RequestAnalysis, ask: DeviceAsk, device: AdvertisedDevice, usage: Usage | None):  # noqa: ANN202
+        share = analysis.share(ask, device) if device.shareable else {}
+        return self.sharing.take(device, share if isinstance(share, dict) else {}, usage)
+
+    def _taken_by_pod(self, analysis: RequestAnalysis, ask: DeviceAsk, device: AdvertisedDevice) -> bool:
+        """Free of other claims, but the Pod's earlier picks took the counters or capacity it needs."""
+        if not self.sharing.accounted(device):
+            return False
+        take = self._take_of(analysis, ask, device, self.usage)
+        if take.empty or self.sharing.shortage(device, take, self.usage) is None:
+            return False
+        return self.sharing.shortage(device, self._take_of(analysis, ask, device, None)) is None
+
+    def taker(self, choice: Choice, device: AdvertisedDevice) -> Callable[[], None] | None:
+        analysis, ask = choice.handle
+        if device.id in self.taken:
+            return None
+        take = self._take_of(analysis, ask, device, self.usage) if not ask.admin_access else None
+        if take is not None and not take.empty:
+            if self.sharing.shortage(device, take, self.usage) is not None:
+                return None
+            self.usage.add(take, device)
+        exclusive = not device.shareable
+        if exclusive:
+            self.taken.add(device.id)
+
+        def undo() -> None:
+            if take is not None and not take.empty:
+                self.usage.add(take, device, sign=-1)
+            if exclusive:
+                self.taken.discard(device.id)
+
+        return undo
+
+    def _pick(self, analysis: RequestAnalysis, ask: DeviceAsk, result: AskOnNode) -> None:
+        constraints = applying(analysis.constraints, ask.name)
+        choice = Choice(ask.name, result.needed, result.usable, (analysis, ask))
+        accounted = not self.plain and any(self.sharing.accounted(d) for d in result.usable)
+        if not constraints and not accounted:
+            result.picked = result.usable[: result.needed]  # nothing can conflict: the first ones
+            self.taken.update(d.id for d in result.picked)
+        else:
+            outcome = search([[choice]], constraints, self.taker, self.claim_picks)
+            if outcome.picks is None:
+                result.stage = Stage.TOO_FEW
+                constraint = outcome.blocking_constraint()
+                result.conflict = Conflict(constraint, tuple(self.claim_picks), outcome.exhausted)
+                return
+            result.picked = outcome.picks[0][1]
+        self.claim_picks += [(ask.name, d) for d in result.picked]
+
+    def place_claim(self, analyses: Sequence[RequestAnalysis]) -> list[AskOnNode]:
+        """The claim's requests in order, each the first alternative that fits (firstAvailable).
+
+        When that leaves a constraint unsatisfied, the claim is searched as a whole,
+        since an earlier request's other choice may let a later one fit.
+        """
+        constrained = any(a.constraints for a in analyses)
+        before = (set(self.taken), self.usage.copy()) if constrained else None
+        self.claim_picks = []
+        asks = [self._place_request(a) for a in analyses]
+        if before is not None and any(a.stage < Stage.FITS for a in asks) and any(a.conflict for a in asks):
+            after = (set(self.taken), self.usage.copy(), list(self.claim_picks))
+            self.taken.clear()
+            self.taken.update(before[0])
+            self.usage = before[1]
+            whole = self._search_claim(analyses)
+            if whole is not None:
+                return whole
+            self.taken.clear()
+            self.taken.update(after[0])
+            self.usage, self.claim_picks = after[1], after[2]
+        return asks
+
+    def _place_request(self, analysis: RequestAnalysis) -> AskOnNode:
+        best: AskOnNode | None = None
+        for ask in analysis.request.alternatives:
+            tried = self.try_ask(analysis, ask)
+            if best is None or tried.stage > best.stage:
+                best = tried
+            if tried.stage == Stage.FITS:
+                break  # firstAvailable: the first subrequest that fits wins
+        assert best is not None
+        return best
+
+    def _search_claim(self, analyses: Sequence[RequestAnalysis]) -> list[AskOnNode] | None:
+        slots: list[list[Choice]] = []
+        tried: dict[str, AskOnNode] = {}
+        for analysis in analyses:
+            choices = []
+            for ask in analysis.request.alternatives:
+                on_node = tried[ask.name] = self.try_ask(analysis, ask, pick=False)
+                if on_node.stage == Stage.FITS:
+                    choices.append(Choice(ask.name, on_node.needed, on_node.usable, (analysis, ask)))
+            if not choices:
+                return None
+            slots.append(choices)
+        constraints = analyses[0].constraints
+        outcome = search(slots, constraints, self.taker)
+        if outcome.picks is None:
+            return None
+        placed = []
+        for choice, devices in outcome.picks:
+            on_node = tried[choice.ask_name]
+            on_node.picked = devices
+            placed.append(on_node)
+        self.claim_picks = [(c.ask_name, d) for c, devices in outcome.picks for d in devices]
+        return placed
 
 
 def analyze_request(
@@ -669,7 +687,7 @@ def analyze_request(
         device_class = classes.setdefault(ask.class_name, find_class(inventory.state, ask.class_name))
         class_exprs = class_selectors(device_class)
         checks[ask.name] = cache.checks(inventory.devices, class_exprs, tuple(ask.selectors))
-    return RequestAnalysis(uid_of(claim), ns_name(claim)[1], request, classes, checks)
+    return RequestAnalysis(uid_of(claim), ns_name(claim)[1], request, classes, checks, claim_constraints(claim))
 
 
 def simulate(
@@ -682,16 +700,21 @@ def simulate(
     """Try to allocate every request of ``claims`` on one node, for each candidate node.
 
     All of one Pod's claims are simulated together: the devices must all be
-    reachable from the node the Pod will run on, and one request's devices are
-    not available to the next. ``nodes`` narrows the candidates (e.g. to the node
-    an already allocated claim pins the Pod to); devices held by
-    ``sibling_claims`` (the Pod's claims allocated already) count as taken by the
-    Pod's other requests rather than as in use by strangers.
+    reachable from the node the Pod will run on, and one request's devices (and
+    the shared counters and capacity they take) are not available to the next.
+    ``nodes`` narrows the candidates (e.g. to the node an already allocated claim
+    pins the Pod to); devices held by ``sibling_claims`` (the Pod's claims
+    allocated already) count as taken by the Pod's other requests rather than as
+    in use by strangers.
     """
     cache = cache or selector_cache(inventory)
-    analyses = [analyze_request(inventory, cache, c, r) for c in claims for r in claim_requests(c)]
+    per_claim = [[analyze_request(inventory, cache, c, r) for r in claim_requests(c)] for c in claims]
+    analyses = [a for group in per_claim for a in group]
     own = {uid_of(c) for c in claims} | set(sibling_claims)
-    held_by_siblings = {d for d, holder in inventory.holders.items() if uid_of(holder) in own}
+    held_by_siblings = {
+        d for d, holder in inventory.holders.items() if uid_of(holder) in own and not _shared(inventory, d)
+    }
+    sharing = Sharing(ledger_of(inventory), {uid_of(c) for c in claims})
     allowed = set(nodes) if nodes is not None else None
     candidates = [n for n in inventory.nodes if allowed is None or n.name in allowed]
     if allowed is not None:
@@ -699,22 +722,16 @@ def simulate(
         candidates += [NodeInfo(n) for n in sorted(allowed - known)]
     fits = []
     for node in candidates:
-        taken: set[DeviceId] = set(held_by_siblings)
-        asks = []
-        for analysis in analyses:
-            best: AskOnNode | None = None
-            for ask in analysis.request.alternatives:
-                tried = _ask_on_node(inventory, analysis, ask, node, taken, own)
-                if best is None or tried.stage > best.stage:
-                    best = tried
-                if tried.stage == Stage.FITS:
-                    break  # firstAvailable: the first subrequest that fits wins
-            assert best is not None
-            taken.update(d.id for d in best.picked)
-            asks.append(best)
+        placement = _Placement(inventory, sharing, node, set(held_by_siblings), own)
+        asks = [on_node for group in per_claim if group for on_node in placement.place_claim(group)]
         fits.append(NodeFit(node.name, asks))
     pinned = sorted(allowed) if allowed is not None else None
     return Simulation(analyses, fits, [ns_name(c)[1] for c in claims], pinned)
+
+
+def _shared(inventory: Inventory, device_id: DeviceId) -> bool:
+    device = inventory.by_id.get(device_id)
+    return device is not None and device.shareable
 
 
 def missing_inventory(inventory: Inventory, claim: Object) -> str | None:
@@ -739,113 +756,6 @@ def missing_inventory(inventory: Inventory, claim: Object) -> str | None:
                 return f"no ResourceSlice advertises any device of driver{plural} {names} (request {request.name})"
             return f"no ResourceSlice advertises any device (request {request.name})"
     return None
-
-
-# --- summaries of why devices fail -----------------------------------------------------------------
-
-_REF = re.compile(
-    r"""device\.(attributes|capacity)\s*\[\s*(['"])([^'"]+)\2\s*\]\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(['"])([^'"]+)\5\s*\])"""
-)
-
-
-def selector_references(expr: str) -> list[tuple[str, str, str]]:
-    """``(kind, domain, name)`` of the attributes/capacities an expression reads; kind ``driver`` too."""
-    refs: list[tuple[str, str, str]] = []
-    for m in _REF.finditer(expr):
-        ref = (m.group(1), m.group(3), m.group(4) or m.group(6))
-        if ref not in refs:
-            refs.append(ref)
-    if "device.driver" in expr:
-        refs.append(("driver", "", "driver"))
-    return refs
-
-
-def _quantity_key(value: str) -> Any:
-    try:
-        return Quantity.parse(value).nanos
-    except QuantityError:
-        return value
-
-
-def _value_of(device: AdvertisedDevice, ref: tuple[str, str, str]) -> tuple[Any, str]:
-    """(grouping key, how to show it) for one reference."""
-    kind, domain, name = ref
-    if kind == "driver":
-        return device.driver, f"driver {device.driver}"
-    if kind == "capacity":
-        raw = device.capacity_value(name, domain)
-        if raw is None:
-            return None, f"no {name}"
-        return _quantity_key(raw), f"{name} {raw}"
-    value = device.attribute(name, domain)
-    if value is None:
-        return None, f"no {name}"
-    shown = f"'{value}'" if isinstance(value, str) and " " in value else str(value)
-    return value, f"{name} {shown}"
-
-
-def _group_phrase(checks: list[DeviceCheck], expr: str, total: int) -> str:
-    """E.g. "all 8 have memory 40Gi" or "3 have memory 80Gi and 1 has memory 24Gi"."""
-    refs = selector_references(expr)
-    if len({c.device.driver for c in checks}) == 1:
-        refs = [r for r in refs if r[0] != "driver"]  # the same for every device: says nothing
-    shown_as: dict[tuple[Any, ...], Counter[str]] = {}
-    counts: Counter[tuple[Any, ...]] = Counter()
-    for check in checks:
-        pairs = [_value_of(check.device, r) for r in refs]
-        key = tuple(k for k, _ in pairs)
-        # 80Gi and 81920Mi group together; show the spelling most devices use
-        shown_as.setdefault(key, Counter())[" and ".join(s for _, s in pairs)] += 1
-        counts[key] += 1
-    ranked = counts.most_common()
-    phrases = []
-    for key, n in ranked[:3]:
-        desc = shown_as[key].most_common(1)[0][0]
-        who = str(n)
-        if len(ranked) == 1 and n == total and n > 1:
-            who = "both" if n == 2 else f"all {n}"
-        verb = "has" if who == "1" else "have"
-        phrases.append(f"{who} {verb} {desc}" if desc else who)
-    if len(ranked) > 3:
-        phrases.append(f"{sum(n for _, n in ranked[3:])} more have other values")
-    if len(phrases) > 1:
-        return ", ".join(phrases[:-1]) + " and " + phrases[-1]
-    return phrases[0] if phrases else "none"
-
-
-def summarize_checks(checks: list[DeviceCheck], ask: DeviceAsk, device_class: Object | None) -> str:
-    """Why the devices a class could offer fail an ask, grouped by the values the selectors read.
-
-    E.g. "8 devices of class gpu.nvidia.com checked, all 8 have memory 40Gi, which the
-    request selector `…` rejects".
-    """
-    drivers = class_drivers(device_class)
-    considered = [c for c in checks if not drivers or c.device.driver in drivers]
-    in_class = [c for c in considered if c.outcome != CLASS_FALSE and not (c.outcome == ERROR and c.from_class)]
-    parts: list[str] = []
-    if not in_class:
-        scope = f"driver {', '.join(sorted(drivers))}" if drivers else "any driver"
-        parts.append(f"{len(considered)} devices of {scope} checked, none is in class {ask.class_name}")
-        parts += _fail_phrases([c for c in considered if c.outcome == CLASS_FALSE], "class", len(considered))
-    else:
-        noun = "device" if len(in_class) == 1 else "devices"
-        parts.append(f"{len(in_class)} {noun} of class {ask.class_name} checked")
-        parts += _fail_phrases([c for c in in_class if c.outcome == SELECTOR_FALSE], "request", len(in_class))
-    errors = [c for c in considered if c.outcome == ERROR]
-    if errors:
-        first = errors[0]
-        parts.append(f"{len(errors)} could not be evaluated ({first.error} in `{first.expression}`)")
-    return ", ".join(parts)
-
-
-def _fail_phrases(failed: list[DeviceCheck], whose: str, total: int) -> list[str]:
-    by_expr: dict[str, list[DeviceCheck]] = {}
-    for check in failed:
-        by_expr.setdefault(check.expression or "", []).append(check)
-    return [
-        f"{_group_phrase(group, expr, total)}, which the {whose} selector `{expr}` rejects"
-        for expr, group in by_expr.items()
-    ]
 
 
 def describe_device(device: AdvertisedDevice) -> dict[str, Any]:

@@ -30,7 +30,8 @@ class Command(HistoryCommand):
     def _text(self, doc: dict[str, Any]) -> None:
         self.stdout.write(f"{len(doc['matched'])} of {doc['total']} devices match")
         for d in doc["matched"]:
-            self.stdout.write(f"  {d['driver']} {d['pool']}/{d['device']} on {d.get('node') or '(any node)'}")
+            busy = f" (unavailable: {d['unavailable']})" if d.get("available") is False else ""
+            self.stdout.write(f"  {d['driver']} {d['pool']}/{d['device']} on {d.get('node') or '(any node)'}{busy}")
         for line in doc.get("why_not", []):
             self.stdout.write(f"  not matched: {line}")
         for e in doc["errors"]:

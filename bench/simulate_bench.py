@@ -1,0 +1,109 @@
+"""CPU time of the allocation simulator: one simulate() per pending claim over one Inventory, as reports do.
+
+    .venv/bin/python bench/simulate_bench.py --nodes 300 --claims 99 --repeat 3
+    PYTHONPATH=OTHER_CHECKOUT .venv/bin/python bench/simulate_bench.py ...   # the simulator of another checkout
+
+Two clusters of N nodes x 8 GPUs: ``plain`` (whole GPUs, half of each node's held; claims for 1..8 GPUs with
+a memory selector) and ``partitioned`` (each H100 advertised whole and as two 3g.40gb partitions on one
+counter set, one partition of every other GPU held; claims for whole GPUs, for partitions, and for two GPUs
+with a matchAttribute constraint). CPU time (process_time), best of the repeats: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.environ.get("PYTHONPATH") or str(Path(__file__).resolve().parents[1]))
+
+from dashboard.domain.inventory import Inventory  # noqa: E402
+from dashboard.domain.matching import simulate  # noqa: E402
+from dashboard.domain.state import MemoryHistory  # noqa: E402
+from demo import builders as b  # noqa: E402
+
+CREATED = datetime(2026, 10, 1, tzinfo=UTC)
+MIG = f"device.driver == '{b.GPU_DRIVER}' && device.attributes['{b.GPU_DRIVER}'].type == 'mig'"
+MEMORY = f"device.capacity['{b.GPU_DRIVER}'].memory.compareTo(quantity('40Gi')) >= 0"
+
+
+def plain(nodes: int, claims: int) -> list[dict[str, Any]]:
+    objects = [b.device_class()]
+    for i in range(nodes):
+        node = f"n-{i}"
+        model = b.H100_80GB if i % 2 else b.A100_40GB
+        objects += [b.node(node, CREATED), b.resource_slice(node, b.gpu_devices(node, 8, model))]
+        held = [("gpu", node, f"gpu-{k}") for k in range(4)]
+        objects.append(b.claim("ml", f"held-{i}", [b.request(count=4)], CREATED, allocated=held))
+    for j in range(claims):
+        objects.append(b.claim("ml", f"p-{j}", [b.request(count=1 + j % 8, selectors=[MEMORY])], CREATED))
+    return objects
+
+
+def partitioned(nodes: int, claims: int) -> list[dict[str, Any]]:
+    objects = [b.device_class(), b.device_class("mig.nvidia.com", selectors=[MIG])]
+    for i in range(nodes):
+        node = f"n-{i}"
+        sets, devices = [], []
+        for g in range(8):
+            counters, gpu = b.partitioned_gpu(node, g)
+            sets.append(counters)
+            devices += gpu
+        objects += [b.node(node, CREATED), b.counter_slice(node, sets), b.resource_slice(node, devices, slice_count=2)]
+        held = [("gpu", node, f"gpu-{g}-mig-3g-0") for g in range(0, 8, 2)]
+        objects.append(
+            b.claim("ml", f"held-{i}", [b.request(device_class="mig.nvidia.com", count=4)], CREATED, allocated=held)
+        )
+    for j in range(claims):
+        if j % 3 == 0:
+            request, constraints = b.request(count=1 + j % 8), None
+        elif j % 3 == 1:
+            request, constraints = b.request(device_class="mig.nvidia.com", count=1 + j % 4), None
+        else:
+            request, constraints = b.request(count=2), [b.match_attribute(f"{b.GPU_DRIVER}/productName")]
+        objects.append(b.claim("ml", f"p-{j}", [request], CREATED, constraints=constraints))
+    return objects
+
+
+def measure(name: str, objects: list[dict[str, Any]], claims: int, repeat: int) -> dict[str, Any]:
+    state = MemoryHistory([(CREATED, objects)]).state
+    pending = [state.find("ResourceClaim", "ml", f"p-{j}") for j in range(claims)]
+    times, reasons = [], Counter[str]()
+    for _ in range(repeat):
+        inventory = Inventory.of(state)
+        gc.collect()
+        start = time.process_time()
+        reasons = Counter(str(simulate(inventory, [c]).reason) for c in pending if c is not None)
+        times.append(time.process_time() - start)
+    return {
+        "cluster": name,
+        "devices": len(inventory.devices),
+        "claims": claims,
+        "cpu_s": round(min(times), 3),
+        "all_cpu_s": [round(t, 3) for t in times],
+        "reasons": dict(reasons),
+        "load": os.getloadavg()[0],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=300)
+    parser.add_argument("--claims", type=int, default=99)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", choices=["plain", "partitioned"])
+    args = parser.parse_args()
+    for name, build in (("plain", plain), ("partitioned", partitioned)):
+        if args.only in (None, name):
+            print(json.dumps(measure(name, build(args.nodes, args.claims), args.claims, args.repeat)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Device checks: every advertised device against a class + request selector set, and why they fail.
+
+A check is per device and selector set, independent of nodes and of what is
+allocated; simulations and match-devices share them (the CEL evaluation is the
+expensive part). The summaries group failing devices by the values the failing
+selector reads ("all 8 have memory 40Gi").
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dashboard.domain.cel import (
+    CompiledSelector,
+    Device,
+    SelectorCompileError,
+    SelectorEvaluationError,
+    compile_selector,
+)
+from dashboard.domain.inventory import AdvertisedDevice, DeviceId, Inventory
+from dashboard.domain.quantity import Quantity, QuantityError
+
+# --- selectors over devices ------------------------------------------------------------------------
+
+MATCH = "match"
+CLASS_FALSE = "class-selector-false"
+SELECTOR_FALSE = "selector-false"
+ERROR = "error"
+
+
+@dataclass(frozen=True)
+class DeviceCheck:
+    device: AdvertisedDevice
+    outcome: str  # MATCH | CLASS_FALSE | SELECTOR_FALSE | ERROR
+    expression: str | None = None  # the selector that said no, or failed
+    error: str | None = None
+    from_class: bool = False  # whether that selector is the DeviceClass's
+
+    @property
+    def matched(self) -> bool:
+        return self.outcome == MATCH
+
+
+class SelectorCache:
+    """Compiled selectors and CEL devices, built once per analysis."""
+
+    def __init__(self) -> None:
+        self._devices: dict[DeviceId, Device] = {}
+        self._compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
+        # Every pending claim of a report asks the same class selector of the same devices.
+        self._results: dict[tuple[str, DeviceId], tuple[bool, str | None]] = {}
+        self._checks: dict[tuple[tuple[str, ...], tuple[str, ...]], list[DeviceCheck]] = {}
+
+    def device(self, device: AdvertisedDevice) -> Device:
+        cel_device = self._devices.get(device.id)
+        if cel_device is None:
+            cel_device = Device.from_slice_entry(device.driver, dict(device.entry))
+            self._devices[device.id] = cel_device
+        return cel_device
+
+    def checks(
+        self, devices: Sequence[AdvertisedDevice], class_exprs: Sequence[str], request_exprs: Sequence[str]
+    ) -> list[DeviceCheck]:
+        """Every device checked against one class + request selector set, once per analysis.
+
+        Pending Pods of one workload ask the same thing; a report over all of them
+        would otherwise walk every device once per Pod. The list is shared: read it only.
+        """
+        key = (tuple(class_exprs), tuple(request_exprs))
+        found = self._checks.get(key)
+        if found is None:
+            found = self._checks[key] = [check_device(self, d, class_exprs, request_exprs) for d in devices]
+        return found
+
+    def evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
+        """(matched, error); a selector that does not compile is an error on every device."""
+        key = (expr, device.id)
+        result = self._results.get(key)
+        if result is None:
+            result = self._results[key] = self._evaluate(expr, device)
+        return result
+
+    def _evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
+        compiled = self._compiled.get(expr)
+        if compiled is None:
+            try:
+                compiled = compile_selector(expr)
+            except SelectorCompileError as exc:
+                compiled = exc
+            self._compiled[expr] = compiled
+        if isinstance(compiled, SelectorCompileError):
+            return False, f"selector does not compile: {compiled}"
+        try:
+            return bool(compiled.matches(self.device(device))), None
+        except SelectorEvaluationError as exc:
+            return False, str(exc)
+
+
+_CACHES: weakref.WeakKeyDictionary[Inventory, SelectorCache] = weakref.WeakKeyDictionary()
+
+
+def selector_cache(inventory: Inventory) -> SelectorCache:
+    """One cache per inventory (one state), shared by every simulation over it."""
+    cache = _CACHES.get(inventory)
+    if cache is None:
+        cache = _CACHES[inventory] = SelectorCache()
+    return cache
+
+
+def check_device(
+    cache: SelectorCache, device: AdvertisedDevice, class_exprs: Sequence[str], request_exprs: Sequence[str]
+) -> DeviceCheck:
+    """Class selectors first, then the request's; the first that says no decides."""
+    for exprs, from_class in ((class_exprs, True), (request_exprs, False)):
+        for expr in exprs:
+            ok, error = cache.evaluate(expr, device)
+            if error is not None:
+                return DeviceCheck(device, ERROR, expr, error, from_class)
+            if not ok:
+                return DeviceCheck(device, CLASS_FALSE if from_class else SELECTOR_FALSE, expr, None, from_class)
+    return DeviceCheck(device, MATCH)
+
+
+# --- summaries of why devices fail -----------------------------------------------------------------
+
+_REF = re.compile(
+    r"""device\.(attributes|capacity)\s*\[\s*(['"])([^'"]+)\2\s*\]\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*(['"])([^'"]+)\5\s*\])"""
+)
+
+
+def selector_references(expr: str) -> list[tuple[str, str, str]]:
+    """``(kind, domain, name)`` of the attributes/capacities an expression reads; kind ``driver`` too."""
+    refs: list[tuple[str, str, str]] = []
+    for m in _REF.finditer(expr):
+        ref = (m.group(1), m.group(3), m.group(4) or m.group(6))
+        if ref not in refs:
+            refs.append(ref)
+    if "device.driver" in expr:
+        refs.append(("driver", "", "driver"))
+    return refs
+
+
+def _quantity_key(value: str) -> Any:
+    try:
+        return Quantity.parse(value).nanos
+    except QuantityError:
+        return value
+
+
+def _value_of(device: AdvertisedDevice, ref: tuple[str, str, str]) -> tuple[Any, str]:
+    """(grouping key, how to show it) for one reference."""
+    kind, domain, name = ref
+    if kind == "driver":
+        return device.driver, f"driver {device.driver}"
+    if kind == "capacity":
+        raw = device.capacity_value(name, domain)
+        if raw is None:
+            return None, f"no {name}"
+        return _quantity_key(raw), f"{name} {raw}"
+    value = device.attribute(name, domain)
+    if value is None:
+        return None, f"no {name}"
+    shown = f"'{value}'" if isinstance(value, str) and " " in value else str(value)
+    return value, f"{name} {shown}"
+
+
+def _group_phrase(checks: list[DeviceCheck], expr: str, total: int) -> str:
+    """E.g. "all 8 have memory 40Gi" or "3 have memory 80Gi and 1 has memory 24Gi"."""
+    refs = selector_references(expr)
+    if len({c.device.driver for c in checks}) == 1:
+        refs = [r for r in refs if r[0] != "driver"]  # the same for every device: says nothing
+    shown_as: dict[tuple[Any, ...], Counter[str]] = {}
+    counts: Counter[tuple[Any, ...]] = Counter()
+    for check in checks:
+        pairs = [_value_of(check.device, r) for r in refs]
+        key = tuple(k for k, _ in pairs)
+        # 80Gi and 81920Mi group together; show the spelling most devices use
+        shown_as.setdefault(key, Counter())[" and ".join(s for _, s in pairs)] += 1
+        counts[key] += 1
+    ranked = counts.most_common()
+    phrases = []
+    for key, n in ranked[:3]:
+        desc = shown_as[key].most_common(1)[0][0]
+        who = str(n)
+        if len(ranked) == 1 and n == total and n > 1:
+            who = "both" if n == 2 else f"all {n}"
+        verb = "has" if who == "1" else "have"
+        phrases.append(f"{who} {verb} {desc}" if desc else who)
+    if len(ranked) > 3:
+        phrases.append(f"{sum(n for _, n in ranked[3:])} more have other values")
+    if len(phrases) > 1:
+        return ", ".join(phrases[:-1]) + " and " + phrases[-1]
+    return phrases[0] if phrases else "none"
+
+
+def summarize_checks(checks: list[DeviceCheck], class_name: str, drivers: set[str]) -> str:
+    """Why the devices a class could offer fail an ask, grouped by the values the selectors read.
+
+    E.g. "8 devices of class gpu.nvidia.com checked, all 8 have memory 40Gi, which the
+    request selector `…` rejects".
+    """
+    considered = [c for c in checks if not drivers or c.device.driver in drivers]
+    in_class = [c for c in considered if c.outcome != CLASS_FALSE and not (c.outcome == ERROR and c.from_class)]
+    parts: list[str] = []
+    if not in_class:
+        scope = f"driver {', '.join(sorted(drivers))}" if drivers else "any driver"
+        parts.append(f"{len(considered)} devices of {scope} checked, none is in class {class_name}")
+        parts += fail_phrases([c for c in considered if c.outcome == CLASS_FALSE], "class", len(considered))
+    else:
+        noun = "device" if len(in_class) == 1 else "devices"
+        parts.append(f"{len(in_class)} {noun} of class {class_name} checked")
+        parts += fail_phrases([c for c in in_class if c.outcome == SELECTOR_FALSE], "request", len(in_class))
+    errors = [c for c in considered if c.outcome == ERROR]
+    if errors:
+        first = errors[0]
+        parts.append(f"{len(errors)} could not be evaluated ({first.error} in `{first.expression}`)")
+    return ", ".join(parts)
+
+
+def fail_phrases(failed: list[DeviceCheck], whose: str, total: int) -> list[str]:
+    by_expr: dict[str, list[DeviceCheck]] = {}
+    for check in failed:
+        by_expr.setdefault(check.expression or "", []).append(check)
+    return [
+        f"{_group_phrase(group, expr, total)}, which the {whose} selector `{expr}` rejects"
+        for expr, group in by_expr.items()
+    ]
