@@ -31,6 +31,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "views_bench.py": (["--nodes", "4", "8", "--hours", "2", "--iterations", "1", "--heavy-iterations", "1"],
                        "p50_ms"),
     "scale_out.py": (["--nodes", "4", "--repeat", "1"], "speedup"),
+    "simulate_bench.py": (["--nodes", "4", "--claims", "3", "--repeat", "2"], "cpu_s"),
 }
 TIMEOUT_S = 240
 
