@@ -59,9 +59,12 @@ def redactor_with(
     return Redactor(scope, namespaces())
 
 
-def known_namespaces(state: ClusterState) -> set[str]:
+def known_namespaces(state: ClusterState) -> frozenset[str]:
     """Namespaces a document may name: live Namespaces, and those of live claims and Pods."""
-    known = {ns_name(o)[1] for o in state.of_kind("Namespace")}
-    for kind in ("ResourceClaim", "Pod"):
-        known.update(ns_name(o)[0] for o in state.of_kind(kind))
+    known = state.derived.get("namespaces")
+    if known is None:  # every Pod and claim of the cluster: once per state, not per page
+        names = {ns_name(o)[1] for o in state.of_kind("Namespace")}
+        for kind in ("ResourceClaim", "Pod"):
+            names.update(ns_name(o)[0] for o in state.of_kind(kind))
+        known = state.derived["namespaces"] = frozenset(names)
     return known

@@ -7,7 +7,7 @@ so callers never need to know which happened.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -57,7 +57,7 @@ def stored_explain(
 
 def explain_read(
     history: StoredHistory, namespace: str, name: str, pod_uid: str | None = None
-) -> tuple[dict[str, Any], Callable[[], set[str]]]:
+) -> tuple[dict[str, Any], Callable[[], Iterable[str]]]:
     """The explain document, and how to list the namespaces its redaction hides from.
 
     From the layer, the namespaces come from one query; derived on read, from the state the

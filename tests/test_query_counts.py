@@ -187,6 +187,15 @@ def test_overview_queries_do_not_grow_with_history(
     assert counts["small"] <= counts["big"] <= counts["small"] + 1
 
 
+def test_claims_list_next_page_reuses_the_claims_the_first_loaded(
+    histories: dict[str, str], admin_client: Client, django_assert_max_num_queries: Any
+) -> None:
+    first = _queries(admin_client, "/c/big/claims", CLAIMS_LIST, django_assert_max_num_queries)
+    # Same snapshot: the per-process history cache already holds every claim.
+    again = _queries(admin_client, "/c/big/claims?page=2", CLAIMS_LIST, django_assert_max_num_queries)
+    assert again < first
+
+
 # Read from the derived layer (import-snapshot derives every snapshot): the Pod page and
 # /api/explain read the incarnations' stored rows and never load the cluster's objects.
 # Measured when written (admin / team member): Pod page 9 / 14 (a deleted incarnation 8 / 14),
