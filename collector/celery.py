@@ -11,7 +11,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 
 app = Celery("claimline")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["collector", "notify"])
+app.autodiscover_tasks(["collector", "notify", "derived"])
 
 
 def beat_schedule(clusters: list, interval: int, prune: bool = False, notify: bool = False) -> dict[str, dict]:

@@ -13,6 +13,7 @@ from collector import history
 from collector.kube import ClusterReader, CollectionError, api_client_for
 from collector.models import Snapshot
 from dashboard.config import ClusterSource
+from derived.writer import derive_after_write
 
 log = logging.getLogger("claimline.collector")
 
@@ -79,6 +80,7 @@ def collect(
         except DatabaseError:
             log.exception("cannot record the failed snapshot of %s", source.name)
         raise
+    derive_after_write(snapshot)
     return snapshot
 
 

@@ -67,6 +67,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q
 
 from collector.models import Cluster, ObjectVersion, Snapshot
+from derived.models import PodExplanation
 
 log = logging.getLogger("claimline.retention")
 
@@ -183,7 +184,9 @@ def _delete_in_batches(queryset: models.QuerySet[Any], batch: int) -> int:
             if not ids:
                 return deleted
             # The filter again, not just the ids: a row changed since the select is judged anew.
-            count, _ = queryset.filter(pk__in=ids).delete()
+            _total, per_model = queryset.filter(pk__in=ids).delete()
+        # Rows of other tables that go with them (a snapshot's derived marker) are not counted.
+        count = per_model.get(queryset.model._meta.label, 0)
         deleted += count
         after = ids[-1]
 
@@ -206,6 +209,8 @@ def prune_history(cluster: Cluster, before: datetime, *, dry_run: bool = False, 
     ended = _delete_in_batches(versions.filter(rule.ended()), batch)
     markers = _delete_in_batches(versions.filter(rule.old_markers()), batch)
     snapshots = _delete_in_batches(_snapshots_to_delete(cluster, rule), batch)
+    # Derived documents that ended by the cutoff answer no as-of query at or after it either.
+    _delete_in_batches(PodExplanation.objects.filter(cluster=cluster, valid_to__lte=before), batch)
     result = PruneResult(cluster.name, before, ended, markers, snapshots)
     log.info("%s", result.describe())
     return result

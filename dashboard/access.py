@@ -7,6 +7,8 @@ outside the scope is a 404, never the data.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q
@@ -44,13 +46,25 @@ def require_namespace(scope: Scope, namespace: str) -> None:
 
 
 def redactor_for(user: AbstractBaseUser | AnonymousUser, cluster: Cluster, state: ClusterState) -> Redactor:
+    return redactor_with(user, cluster, lambda: known_namespaces(state))
+
+
+def redactor_with(
+    user: AbstractBaseUser | AnonymousUser, cluster: Cluster, namespaces: Callable[[], Iterable[str]]
+) -> Redactor:
+    """A redactor whose known namespaces are asked for only when the user is not a platform admin."""
     scope = scope_for(user, cluster)
     if scope.admin:
         return Redactor(scope, ())
+    return Redactor(scope, namespaces())
+
+
+def known_namespaces(state: ClusterState) -> frozenset[str]:
+    """Namespaces a document may name: live Namespaces, and those of live claims and Pods."""
     known = state.derived.get("namespaces")
     if known is None:  # every Pod and claim of the cluster: once per state, not per page
-        known = {ns_name(o)[1] for o in state.of_kind("Namespace")}
+        names = {ns_name(o)[1] for o in state.of_kind("Namespace")}
         for kind in ("ResourceClaim", "Pod"):
-            known.update(ns_name(o)[0] for o in state.of_kind(kind))
-        state.derived["namespaces"] = frozenset(known)
-    return Redactor(scope, known)
+            names.update(ns_name(o)[0] for o in state.of_kind(kind))
+        known = state.derived["namespaces"] = frozenset(names)
+    return known

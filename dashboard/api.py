@@ -15,17 +15,17 @@ from django.views.decorators.http import require_GET
 
 from collector.models import Snapshot
 from collector.reports import snapshots_document
-from dashboard.access import is_platform_admin, redactor_for, scope_for
+from dashboard.access import is_platform_admin, redactor_for, redactor_with, scope_for
 from dashboard.domain.audit import audit
 from dashboard.domain.cel import SelectorCompileError
 from dashboard.domain.claims import claim_summaries
 from dashboard.domain.leaks import find_leaks
 from dashboard.domain.matching import match_devices
-from dashboard.domain.metrics import render_metrics
 from dashboard.domain.timefmt import rfc3339
-from dashboard.domain.verdicts import PodNotFound, explain
+from dashboard.domain.verdicts import PodNotFound
 from dashboard.history import StoredHistory, collection_health
 from dashboard.reading import ReadError, leak_thresholds, open_history
+from derived.reading import explain_read, metrics_read
 
 
 def _error(status: int, message: str) -> JsonResponse:
@@ -91,10 +91,10 @@ def api_explain(request: HttpRequest, history: StoredHistory) -> Any:
     if not scope_for(request.user, history.cluster).sees(namespace):
         return _error(404, f"no Pod {namespace}/{name}")
     try:
-        doc = explain(history, namespace, name, pod_uid=request.GET.get("uid") or None)
+        doc, namespaces = explain_read(history, namespace, name, pod_uid=request.GET.get("uid") or None)
     except PodNotFound as exc:
         return _error(404, str(exc))
-    return redactor_for(request.user, history.cluster, history.state).document(doc)
+    return redactor_with(request.user, history.cluster, namespaces).document(doc)
 
 
 @with_history
@@ -138,5 +138,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
         history = open_history(request.GET.get("cluster"), None)
     except ReadError as exc:
         return HttpResponse(f"# {exc}\n", status=404, content_type="text/plain")
-    body = render_metrics(history, leak_thresholds(), collection_health(history.cluster, history.as_of))
+    body = metrics_read(history, leak_thresholds(), collection_health(history.cluster, history.as_of))
     return HttpResponse(body, content_type="text/plain; version=0.0.4; charset=utf-8")

@@ -11,14 +11,15 @@ from django.views.decorators.http import require_GET
 
 from collector.models import ObjectVersion
 from dashboard import charts
-from dashboard.access import redactor_for, require_namespace, scope_for
+from dashboard.access import redactor_with, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.boundaries import BOUNDARIES
 from dashboard.domain.cel import SelectorCompileError
 from dashboard.domain.matching import match_devices
-from dashboard.domain.verdicts import PodNotFound, explain
+from dashboard.domain.verdicts import PodNotFound
 from dashboard.reading import ReadError, open_history
 from dashboard.views import render_page
+from derived.reading import explain_read
 
 
 @require_GET
@@ -64,10 +65,10 @@ def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
     require_namespace(scope_for(request.user, c), namespace)
     try:
         history = open_history(c.name, request.GET.get("as_of") or None)
-        doc = explain(history, namespace, name, pod_uid=request.GET.get("uid") or None)
+        doc, namespaces = explain_read(history, namespace, name, pod_uid=request.GET.get("uid") or None)
     except (ReadError, PodNotFound) as exc:
         raise Http404(str(exc)) from None
-    doc = redactor_for(request.user, c, history.state).document(doc)
+    doc = redactor_with(request.user, c, namespaces).document(doc)
     context = {
         "cluster": c,
         "doc": doc,

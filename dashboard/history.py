@@ -118,7 +118,8 @@ class StoredHistory:
 
     def __init__(self, cluster: Cluster, as_of: datetime | None = None) -> None:
         self.cluster = cluster
-        self._as_of = latest_snapshot_time(cluster, as_of)
+        # The snapshot read: derived rows are keyed by it.
+        self.snapshot_pk, self._as_of = latest_snapshot(cluster, as_of)
         self._state: ClusterState = _StoredState(self._as_of, _KindsLoadedOnDemand(self._load_kind))
         self._lookups: dict[str, int] = {}
         self._histories: dict[str, dict[str, list[tuple[datetime, bool, str]]]] = {}
@@ -187,13 +188,7 @@ class StoredHistory:
             return self
 
     def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
-        rows = (
-            self._rows()
-            .filter(kind=kind, namespace=namespace, name=name, valid_from__lte=self._as_of)
-            .order_by("valid_from")
-            .values_list("uid", flat=True)
-        )
-        return list(dict.fromkeys(rows))
+        return uids_named(self.cluster, kind, namespace, name, self._as_of)
 
     def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
         rows = self._rows().filter(kind=kind, valid_from__lte=self._as_of)
@@ -207,3 +202,25 @@ class StoredHistory:
         ):
             result.setdefault(uid, []).append(Version(at, None if deleted else orjson.loads(content)))
         return result
+
+
+def uids_named(cluster: Cluster, kind: str, namespace: str, name: str, as_of: datetime) -> list[str]:
+    """Every UID that had this name up to ``as_of``, oldest first (a Pod's incarnations)."""
+    rows = (
+        ObjectVersion.objects.filter(cluster=cluster, kind=kind, namespace=namespace, name=name, valid_from__lte=as_of)
+        .order_by("valid_from")
+        .values_list("uid", flat=True)
+    )
+    return list(dict.fromkeys(rows))
+
+
+def namespaces_in_use(cluster: Cluster, as_of: datetime) -> set[str]:
+    """The names of live Namespaces and the namespaces of live claims and Pods, as of ``as_of``.
+
+    What ``dashboard.access.known_namespaces`` reads from a state, asked of the database
+    instead: a page that reads derived rows never loads the cluster's Pods.
+    """
+    live = ObjectVersion.objects.filter(_as_of_filter(as_of), cluster=cluster, deleted=False)
+    names = set(live.filter(kind="Namespace").values_list("name", flat=True))
+    names.update(live.filter(kind__in=["ResourceClaim", "Pod"]).values_list("namespace", flat=True).distinct())
+    return names

@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "template_partials",
     "collector",
     "dashboard",
+    "derived",
     "notify",
 ]
 
@@ -173,6 +174,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CLAIMLINE_COLLECT_LOCK_TIMEOUT = env_int("CLAIMLINE_COLLECT_LOCK_TIMEOUT", 600, minimum=1)
 CLAIMLINE_RETENTION_DAYS = env_int("CLAIMLINE_RETENTION_DAYS", 90, minimum=1)
+# Derive every stored snapshot's Pod explanations right after it is written (the derived
+# layer pages read); off, pages derive on every read as before.
+CLAIMLINE_DERIVE = env_bool("CLAIMLINE_DERIVE", True)
 
 # Notices (notify/, README.md "Notifications"): the platform's receivers get every notice;
 # teams' receivers are edited in the admin.

@@ -32,6 +32,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
                        "p50_ms"),
     "scale_out.py": (["--nodes", "4", "--repeat", "1"], "speedup"),
     "simulate_bench.py": (["--nodes", "4", "--claims", "3", "--repeat", "2"], "cpu_s"),
+    "derived_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "seconds"),
 }
 TIMEOUT_S = 240
 

@@ -9,7 +9,7 @@ may go down when objects go away.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -184,7 +184,32 @@ def _claim_state_family(history: HistoryView) -> Family:
     return family
 
 
-def _boundary_families(history: HistoryView, inventory: Inventory) -> list[Family]:
+# What the boundary families count of a live Pod: its verdict's (boundary, reason), and per claim
+# its key (UID, or name when unresolved), each boundary's state, the runtime reason and the node.
+ClaimCounts = tuple[str, dict[str, str], str | None, str | None]
+PodCounts = tuple[tuple[str | None, str], list[ClaimCounts]]
+# A Pod's counts when a caller already has them (e.g. stored explain documents); None for a Pod
+# it has not, which is then judged here.
+CountsOf = Callable[[Object], PodCounts | None]
+
+
+def pod_counts(verdict: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]) -> PodCounts:
+    """What the boundary families count, from explain's verdict and claim documents."""
+    return (
+        (verdict["boundary"], verdict["reason"]),
+        [
+            (
+                c.get("uid") or c["name"],
+                {b: c["boundaries"][b]["state"] for b in BOUNDARIES},
+                c["boundaries"]["runtime"].get("reason"),
+                c.get("node"),
+            )
+            for c in claims
+        ],
+    )
+
+
+def _boundary_families(history: HistoryView, inventory: Inventory, counts_of: CountsOf | None) -> list[Family]:
     by_state = Family(
         "claim_boundaries",
         "gauge",
@@ -217,19 +242,23 @@ def _boundary_families(history: HistoryView, inventory: Inventory) -> list[Famil
             continue  # finished Pods' claims are the leak report's business
         namespace, _ = ns_name(pod)
         node = str((pod.get("spec") or {}).get("nodeName") or "")
-        lifecycles = claim_lifecycles(history, pod, inventory=inventory)
-        _count_pending(pending, oldest, history, pod, choose_verdict(pod, lifecycles))
-        for lc in lifecycles:
-            key = (uid_of(pod), lc.uid or lc.name)
+        counts = counts_of(pod) if counts_of is not None else None
+        if counts is None:
+            lifecycles = claim_lifecycles(history, pod, inventory=inventory)
+            counts = pod_counts(choose_verdict(pod, lifecycles), (lc.to_dict() for lc in lifecycles))
+        verdict, claims = counts
+        _count_pending(pending, oldest, history, pod, {"boundary": verdict[0], "reason": verdict[1]})
+        for claim_key, states, runtime_reason, claim_node in claims:
+            key = (uid_of(pod), claim_key)
             if key in seen:
                 continue
             seen.add(key)
             for boundary in BOUNDARIES:
-                by_state.add(1, boundary=boundary, state=lc.boundaries[boundary].state)
-            if lc.boundaries["runtime"].reason == "runtime-injection-failed":
+                by_state.add(1, boundary=boundary, state=states[boundary])
+            if runtime_reason == "runtime-injection-failed":
                 injection.add(1, namespace=namespace, node=node)
-            if lc.boundaries["preparation"].state == FAILED:
-                prep_failed.add(1, node=lc.node or node)
+            if states["preparation"] == FAILED:
+                prep_failed.add(1, node=claim_node or node)
     return [by_state, injection, prep_failed, pending, oldest]
 
 
@@ -334,8 +363,12 @@ def _collection_families(health: CollectionHealth) -> list[Family]:
 
 
 def families(
-    history: HistoryView, thresholds: Thresholds | None = None, collection: CollectionHealth | None = None
+    history: HistoryView,
+    thresholds: Thresholds | None = None,
+    collection: CollectionHealth | None = None,
+    counts_of: CountsOf | None = None,
 ) -> list[Family]:
+    """Every family as of ``history.as_of``; ``counts_of`` gives a Pod's counts instead of judging it."""
     inventory = Inventory.of(history.state)
     as_of = Family(
         "as_of_timestamp_seconds",
@@ -355,7 +388,7 @@ def families(
         as_of,
         *_inventory_families(history, inventory),
         _claim_state_family(history),
-        *_boundary_families(history, inventory),
+        *_boundary_families(history, inventory, counts_of),
         wait,
         prep,
         _preparation_failures(history),
@@ -366,13 +399,22 @@ def families(
 
 
 def render_metrics(
-    history: HistoryView, thresholds: Thresholds | None = None, collection: CollectionHealth | None = None
+    history: HistoryView,
+    thresholds: Thresholds | None = None,
+    collection: CollectionHealth | None = None,
+    counts_of: CountsOf | None = None,
 ) -> str:
     """The exposition text; ends with a newline as the format requires.
 
     ``collection`` adds the run-health families; without it (a dump, a test) they are left out.
     """
     lines: list[str] = []
-    for family in families(history, thresholds, collection):
+    for family in families(history, thresholds, collection, counts_of):
         lines.extend(family.render())
     return "\n".join(lines) + "\n"
+
+
+def render_collection(health: CollectionHealth) -> str:
+    """The run-health families alone: ``render_metrics`` without them, then this, is the whole text
+    (they come last), so a text rendered at collection time can be completed when it is served."""
+    return "\n".join(line for family in _collection_families(health) for line in family.render()) + "\n"

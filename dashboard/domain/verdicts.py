@@ -8,7 +8,7 @@ A boundary with no evidence either way (unknown) never blocks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -29,14 +29,13 @@ def _incarnations(history: HistoryView, uids: list[str]) -> list[dict[str, Any]]
     out = []
     for uid in uids:
         obj, gone_at = last_known(history, "Pod", uid)
-        out.append(
-            {
-                "uid": uid,
-                "created": meta(obj).get("creationTimestamp") if obj else None,
-                "deleted": rfc3339(gone_at),
-            }
-        )
+        out.append(incarnation_entry(uid, meta(obj).get("creationTimestamp") if obj else None, rfc3339(gone_at)))
     return out
+
+
+def incarnation_entry(uid: str, created: str | None, deleted: str | None) -> dict[str, Any]:
+    """One line of the explain document's ``incarnations``."""
+    return {"uid": uid, "created": created, "deleted": deleted}
 
 
 def choose_verdict(pod: Object, lifecycles: list[ClaimLifecycle]) -> dict[str, Any]:
@@ -103,26 +102,73 @@ def explain(
     ``observed_uuids`` (container name → GPU UUID the container saw) adds identity evidence.
     """
     uids = history.uids_named("Pod", namespace, name)
+    uid = pick_incarnation(uids, history.as_of, namespace, name, pod_uid)
+    judged = explain_incarnation(history, uid, observed_uuids)
+    if judged is None:
+        raise PodNotFound(f"no stored version of Pod {namespace}/{name} ({uid})")
+    return explain_document(history.as_of, _incarnations(history, uids), judged)
+
+
+def pick_incarnation(uids: list[str], as_of: datetime, namespace: str, name: str, pod_uid: str | None = None) -> str:
+    """The incarnation asked about among the Pod's ``uids`` as of ``as_of`` (the latest by default)."""
     if not uids:
-        raise PodNotFound(f"no Pod {namespace}/{name} as of {rfc3339(history.as_of)}")
+        raise PodNotFound(f"no Pod {namespace}/{name} as of {rfc3339(as_of)}")
     if pod_uid is not None and pod_uid not in uids:
         raise PodNotFound(f"Pod {namespace}/{name} never had UID {pod_uid} (it had: {', '.join(uids)})")
-    uid = pod_uid or uids[-1]
+    return pod_uid or uids[-1]
+
+
+def explain_incarnation(
+    history: HistoryView,
+    uid: str,
+    observed_uuids: Mapping[str, str] | None = None,
+    inventory_of: Callable[[HistoryView], Inventory] = lambda h: Inventory.of(h.state),
+) -> dict[str, Any] | None:
+    """One incarnation's part of the explain document (pod, claims, verdict, timeline); None if never stored.
+
+    It depends on the incarnation alone, not on its siblings or on when it is asked
+    (``explain_document`` adds those), so it can be derived once and stored.
+    ``inventory_of`` lets a caller judging many Pods as of one time share one inventory.
+    """
     pod, gone_at = last_known(history, "Pod", uid)
     if pod is None:
-        raise PodNotFound(f"no stored version of Pod {namespace}/{name} ({uid})")
+        return None
     # A deleted incarnation is judged against the cluster as it was while the Pod existed.
     judged_history = history.before(gone_at) if gone_at is not None else history
-    inventory = Inventory.of(judged_history.state)
+    inventory = inventory_of(judged_history)
     judged = pod_lifecycle(judged_history, pod, gone_at, observed_uuids, inventory)
     entries = timeline(judged_history, pod, judged.claims, judged.events, inventory.nodes)
     return {
-        "as_of": rfc3339(history.as_of),
         "pod": _pod_summary(pod, gone_at),
-        "incarnations": _incarnations(history, uids),
         "claims": [_claim_doc(lc, entries) for lc in judged.claims],
         "verdict": _as_last_seen(choose_verdict(pod, judged.claims), gone_at),
         "timeline": entries,
+    }
+
+
+# Boundary reasons whose judgement changes with time alone, the objects unchanged: a binding wait
+# counts toward the scheduler's timeout ("for N s", then binding-failed).
+TIME_DEPENDENT_REASONS = frozenset({"binding-pending"})
+
+
+def depends_on_time(incarnation: Mapping[str, Any]) -> bool:
+    """Whether a live incarnation's document (``explain_incarnation``) would read differently later."""
+    return any(
+        b.get("reason") in TIME_DEPENDENT_REASONS for c in incarnation["claims"] for b in c["boundaries"].values()
+    )
+
+
+def explain_document(
+    as_of: datetime, incarnations: list[dict[str, Any]], incarnation: Mapping[str, Any]
+) -> dict[str, Any]:
+    """DESIGN.md's explain JSON: one incarnation's part with the time asked and every incarnation."""
+    return {
+        "as_of": rfc3339(as_of),
+        "pod": incarnation["pod"],
+        "incarnations": incarnations,
+        "claims": incarnation["claims"],
+        "verdict": incarnation["verdict"],
+        "timeline": incarnation["timeline"],
     }
 
 

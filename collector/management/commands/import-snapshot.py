@@ -9,6 +9,7 @@ from collector import history
 from collector.dumps import DumpError, parse_dump_files
 from collector.management.commands._clusters import default_cluster_name
 from collector.timeparse import parse_rfc3339
+from derived.writer import derive_after_write
 from notify.hooks import after_snapshot
 
 
@@ -38,6 +39,7 @@ class Command(BaseCommand):
         except history.SnapshotOrderError as exc:
             raise CommandError(f"nothing imported: {exc}") from None
         result = history.write_snapshot(snapshot, dump.objects, dump.kinds, finished=timezone.now())
+        derive_after_write(snapshot)
         after_snapshot(snapshot, timezone.now)
         ignored = ", ".join(f"{n} {k}" for k, n in sorted(dump.ignored.items()))
         self.stdout.write(

@@ -5,8 +5,9 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from dashboard.domain.boundaries import BOUNDARIES
-from dashboard.domain.verdicts import PodNotFound, explain
+from dashboard.domain.verdicts import PodNotFound
 from dashboard.management.commands._output import HistoryCommand
+from derived.reading import explain_read
 
 
 class Command(HistoryCommand):
@@ -23,7 +24,7 @@ class Command(HistoryCommand):
             raise CommandError("expected NAMESPACE/POD, e.g. default/gpu-check")
         history = self.history(options)
         try:
-            doc = explain(history, namespace, name, pod_uid=options["uid"])
+            doc, _namespaces = explain_read(history, namespace, name, pod_uid=options["uid"])
         except PodNotFound as exc:
             raise CommandError(str(exc)) from None
         self.emit(options, doc, self._text)

@@ -1,0 +1,160 @@
+#!/usr/bin/env python
+"""The derived layer's price and payoff: page times before/after, and what deriving costs a collection.
+
+    .venv/bin/python bench/derived_cost.py --nodes 200 [--hours 3] [--repeat 3]
+
+Per size, in its own database (``claimline_bench_derived_<N>``, recreated): ``--hours`` hourly
+generations of the synthetic cluster with 1% churn, written as ``bench/week_history.py`` writes
+them (the collector's normalizer and ``write_snapshot``), without deriving. Then, cold (the
+per-process history cache emptied before every request, as after each new 30 s snapshot):
+
+- before: the Pod page (a running Pod, a pending GPU Pod, a deleted incarnation), ``/api/explain``
+  (running, pending) and ``/metrics``, all derived on read;
+- ``rebuild-derived`` over the history (its first snapshot derives every live Pod);
+- after: the same requests, now read from the layer;
+- the write side: ``derive_snapshot`` of one more unchanged snapshot, and of one more generation
+  (1% churn); then rendering /metrics for it (a Celery task of its own after a collection).
+
+Prints a JSON line per measurement (seconds; medians of ``--repeat``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench._common import load, recreate_database, setup_django, stored_objects  # noqa: E402
+
+WEEK_START = datetime(2026, 11, 16, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+SOURCE = "api https://10.0.0.1:6443 (kubeconfig /etc/claimline/kubeconfig)"
+
+CHURN = 0.01
+
+
+def generations(nodes: int, start: datetime, hours: int, churn: float) -> Any:
+    """Generation h of the synthetic cluster, an hour apart (plain Pods left out: the collector drops them)."""
+    from demo.synthetic import synthetic_cluster
+
+    for h in range(hours):
+        yield synthetic_cluster(nodes, at=start + h * HOUR, churn=churn, generation=h, interval=HOUR, pods_per_node=0)
+
+
+def emit(**fields: Any) -> None:
+    print(json.dumps({**fields, "load": load()}), flush=True)
+
+
+def write(cluster: Any, at: Any, stored: list[Any]) -> Any:
+    """A collection's write (normalized objects, every kind complete), without deriving."""
+    from collector.history import start_snapshot, write_snapshot
+    from collector.kinds import KINDS
+
+    snap = start_snapshot(cluster, at, SOURCE, started=at)
+    write_snapshot(snap, stored, KINDS, finished=at)
+    snap.refresh_from_db()
+    return snap
+
+
+def samples() -> dict[str, tuple[str, str]]:
+    from collector.models import ObjectVersion
+
+    rows = ObjectVersion.objects.filter(kind="Pod")
+    live = rows.filter(valid_to__isnull=True, deleted=False).order_by("namespace", "name")
+    gone = rows.filter(deleted=True).order_by("namespace", "name")
+    pick = {
+        "running": live.exclude(name__startswith="sweep-").values_list("namespace", "name").first(),
+        "pending": live.filter(name__startswith="sweep-").values_list("namespace", "name").first(),
+        "deleted": gone.values_list("namespace", "name").first(),
+    }
+    return {k: v for k, v in pick.items() if v is not None}
+
+
+def timed_requests(client: Any, pods: dict[str, tuple[str, str]], repeat: int) -> dict[str, float]:
+    from dashboard import reading
+
+    urls = {f"pod page, {k}": f"/c/bench/pods/{ns}/{name}/" for k, (ns, name) in pods.items()}
+    urls.update(
+        {f"api explain, {k}": f"/api/explain?cluster=bench&pod={ns}/{name}" for k, (ns, name) in pods.items()
+         if k != "deleted"}
+    )
+    urls["metrics"] = "/metrics?cluster=bench"
+    out = {}
+    for label, url in urls.items():
+        times = []
+        for _ in range(repeat if label != "metrics" else 1):
+            reading._recent.clear()
+            start = time.perf_counter()
+            response = client.get(url, secure=True)
+            times.append(time.perf_counter() - start)
+            assert response.status_code == 200, (url, response.status_code)
+        out[label] = round(statistics.median(times), 3)
+    return out
+
+
+def run(nodes: int, hours: int, repeat: int) -> None:
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+
+    from collector.history import get_cluster
+    from derived.writer import derive_snapshot, render_latest_metrics
+
+    cluster = get_cluster("bench")
+    gens = generations(nodes, WEEK_START, hours + 1, CHURN)
+    started = time.perf_counter()
+    for h in range(hours):
+        stored = stored_objects(next(gens))
+        write(cluster, WEEK_START + h * HOUR, stored)
+        write(cluster, WEEK_START + h * HOUR + timedelta(seconds=30), stored)  # unchanged
+    emit(nodes=nodes, step="history written", snapshots=2 * hours, seconds=round(time.perf_counter() - started))
+    User.objects.create_superuser("bench", "bench@example.com", "bench")
+    client = Client()
+    client.force_login(User.objects.get(username="bench"))
+    pods = samples()
+    emit(nodes=nodes, step="before (derived on read)", **timed_requests(client, pods, repeat))
+    started = time.perf_counter()
+    call_command("rebuild-derived", "--cluster", "bench", stdout=sys.stderr)
+    emit(nodes=nodes, step="rebuild-derived", snapshots=2 * hours, seconds=round(time.perf_counter() - started, 1))
+    emit(nodes=nodes, step="after (read from the layer)", **timed_requests(client, pods, repeat))
+    last_at = WEEK_START + (hours - 1) * HOUR + timedelta(seconds=30)
+    snap = write(cluster, last_at + timedelta(seconds=30), stored)
+    start = time.perf_counter()
+    result = derive_snapshot(snap)
+    emit(nodes=nodes, step="derive unchanged snapshot", seconds=round(time.perf_counter() - start, 3),
+         result=result.describe() if result else None)
+    snap = write(cluster, WEEK_START + hours * HOUR, stored_objects(next(gens)))
+    start = time.perf_counter()
+    result = derive_snapshot(snap)
+    emit(nodes=nodes, step="derive 1% churn snapshot", seconds=round(time.perf_counter() - start, 3),
+         versions=snap.versions_written, deletions=snap.deletions, result=result.describe() if result else None)
+    start = time.perf_counter()
+    render_latest_metrics(snap)
+    emit(nodes=nodes, step="render /metrics (its own task)", seconds=round(time.perf_counter() - start, 3))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=200, help="one size per run (Django is set up once)")
+    parser.add_argument("--hours", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
+    os.environ["CLAIMLINE_CLUSTERS"] = "bench=in-cluster"
+    url = recreate_database(f"claimline_bench_derived_{args.nodes}")
+    setup_django(url)
+    logging.getLogger("claimline").setLevel(logging.WARNING)
+    run(args.nodes, args.hours, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DerivedConfig(AppConfig):
+    name = "derived"
+    verbose_name = "Derived verdicts"

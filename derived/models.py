@@ -1,0 +1,131 @@
+"""The read model: what the domain derived from each snapshot, stored so a page reads rows.
+
+Written by the collection path right after a snapshot (``derived.writer``), versioned like
+``ObjectVersion``: a Pod incarnation's row is valid from the snapshot that derived it until
+the first later snapshot whose derivation differs, so "as of T" is an index lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from django.db import models
+from django.db.models import Q
+
+import dashboard.domain
+from collector.models import Cluster, Snapshot
+
+
+def _domain_digest() -> str:
+    """The domain's source: documents derived by other code are not what this code would say."""
+    digest = hashlib.blake2b(digest_size=8)
+    for path in sorted(Path(dashboard.domain.__file__).parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+DOMAIN_VERSION = _domain_digest()
+
+
+class DerivedSnapshot(models.Model):
+    """A snapshot whose derivation is written: reads as of it may use the derived rows.
+
+    Derivation is incremental only over an unbroken run of derived snapshots; a snapshot
+    without this row (history imported before the layer existed) is read the old way.
+    """
+
+    snapshot = models.OneToOneField(Snapshot, on_delete=models.CASCADE, primary_key=True, related_name="derived")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="derived_snapshots")
+    at = models.DateTimeField(help_text="The snapshot's time (copied: the coverage checks order by it).")
+    full = models.BooleanField(default=False, help_text="Every live Pod was derived, not only what changed.")
+    version = models.CharField(max_length=16, help_text="DOMAIN_VERSION of the code that derived it.")
+    pods_derived = models.PositiveIntegerField(default=0)
+    rows_written = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [
+            # "Is the snapshot before this one derived?" and rebuild's "where does coverage end?".
+            models.Index(fields=["cluster", "-at"], name="derivedsnapshot_cluster_at"),
+        ]
+
+    def __str__(self) -> str:
+        return f"derived {self.cluster_id} @ {self.at.isoformat()}"
+
+
+class PodExplanation(models.Model):
+    """One Pod incarnation's explain document (``verdicts.explain_incarnation``) as of a span of snapshots.
+
+    The sibling incarnations and the asked time are added on read. Rows for deleted
+    incarnations stay open: a deleted Pod is judged as it last was, which never changes.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pod_explanations")
+    pod_uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    content = models.TextField(help_text="JSON: pod, claims, verdict, timeline.")
+    content_hash = models.CharField(max_length=32)
+    claim_uids = models.TextField(blank=True, help_text="The claims the document judged, space-separated.")
+    states = models.TextField(blank=True, help_text="JSON: the claim states /metrics counts (metrics.claim_states).")
+    # What later snapshots must re-derive (derived.writer): a live, unfinished Pod that is not
+    # ``ok`` waits on other claims and on the inventory; one with claims is counted by /metrics.
+    waiting = models.BooleanField(default=False)
+    counted = models.BooleanField(default=False)
+    # A verdict that moves with time alone (verdicts.depends_on_time): derived at every snapshot.
+    timed = models.BooleanField(default=False)
+    live = models.BooleanField(default=True)
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also the as-of lookup: (cluster, pod, valid_from <= T) newest first.
+            models.UniqueConstraint(fields=["cluster", "pod_uid", "valid_from"], name="podexplanation_identity_time"),
+        ]
+        indexes = [
+            # The writer compares each re-derived document with its head: the open rows.
+            models.Index(
+                fields=["cluster", "pod_uid"], name="podexplanation_head", condition=Q(valid_to__isnull=True)
+            ),
+            # A change to claims or the inventory re-derives the Pods still waiting.
+            models.Index(
+                fields=["cluster"],
+                name="podexplanation_waiting",
+                condition=Q(valid_to__isnull=True, waiting=True),
+            ),
+            # Every snapshot, changed or not, re-derives the Pods whose verdicts move with time.
+            models.Index(
+                fields=["cluster"], name="podexplanation_timed", condition=Q(valid_to__isnull=True, timed=True)
+            ),
+            # A change to a claim re-derives the Pods whose documents name it, found per namespace.
+            models.Index(
+                fields=["cluster", "namespace"], name="podexplanation_open_by_ns", condition=Q(valid_to__isnull=True)
+            ),
+            # /metrics as of T: the counted Pods' claim states valid at T.
+            models.Index(
+                fields=["cluster", "valid_to", "valid_from"],
+                name="podexplanation_counted_asof",
+                condition=Q(counted=True),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.pod_uid}) from {self.valid_from.isoformat()}"
+
+
+class MetricsText(models.Model):
+    """/metrics as of a cluster's latest derived snapshot, rendered by the derivation.
+
+    Only the latest is kept: /metrics has no as-of, and the text (a line per device) is
+    megabytes at thousands of nodes. It is rendered for every snapshot, changed or not:
+    its timestamps, inventory ages and leak hours move with time alone.
+    """
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True, related_name="metrics_text")
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="+")
+    thresholds = models.TextField(help_text="JSON: the leak thresholds it was rendered with.")
+    text = models.TextField()
+
+    def __str__(self) -> str:
+        return f"metrics of {self.cluster_id} as of snapshot {self.snapshot_id}"

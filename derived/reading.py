@@ -1,0 +1,88 @@
+"""Reading the derived layer: explain documents and /metrics' claim states as stored rows.
+
+Each reader answers from the layer when it covers the asked snapshot and otherwise
+derives as before (history imported before the layer existed, a failed derivation),
+so callers never need to know which happened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+from django.db.models import Q
+
+from dashboard.access import known_namespaces
+from dashboard.domain.leaks import Thresholds
+from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
+from dashboard.domain.state import Object, uid_of
+from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
+from dashboard.history import StoredHistory, namespaces_in_use, uids_named
+from derived.models import MetricsText, PodExplanation
+from derived.writer import counts_as_of, covered
+
+
+def covers(history: StoredHistory) -> bool:
+    return covered(history.snapshot_pk)
+
+
+def _valid(history: StoredHistory) -> Any:
+    as_of = history.as_of
+    return PodExplanation.objects.filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
+    )
+
+
+def stored_explain(
+    history: StoredHistory, namespace: str, name: str, pod_uid: str | None = None
+) -> dict[str, Any] | None:
+    """``verdicts.explain`` read from stored rows; None when the layer cannot answer (derive it then).
+
+    Raises ``PodNotFound`` as explain does for a name or UID the history does not have.
+    """
+    if not covers(history):
+        return None
+    uids = uids_named(history.cluster, "Pod", namespace, name, history.as_of)
+    uid = pick_incarnation(uids, history.as_of, namespace, name, pod_uid)
+    docs = {
+        pod: orjson.loads(content)
+        for pod, content in _valid(history).filter(pod_uid__in=uids).values_list("pod_uid", "content")
+    }
+    if any(u not in docs for u in uids):
+        return None  # an incarnation gone before the layer began
+    incarnations = [incarnation_entry(u, docs[u]["pod"]["created"], docs[u]["pod"]["deleted"]) for u in uids]
+    return explain_document(history.as_of, incarnations, docs[uid])
+
+
+def explain_read(
+    history: StoredHistory, namespace: str, name: str, pod_uid: str | None = None
+) -> tuple[dict[str, Any], Callable[[], Iterable[str]]]:
+    """The explain document, and how to list the namespaces its redaction hides from.
+
+    From the layer, the namespaces come from one query; derived on read, from the state the
+    derivation loaded anyway (what ``dashboard.access.redactor_for`` reads).
+    """
+    doc = stored_explain(history, namespace, name, pod_uid)
+    if doc is not None:
+        return doc, lambda: namespaces_in_use(history.cluster, history.as_of)
+    return explain(history, namespace, name, pod_uid=pod_uid), lambda: known_namespaces(history.state)
+
+
+def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: CollectionHealth | None = None) -> str:
+    """/metrics: the text the derivation rendered for this snapshot (completed with the run-health
+    families), else rendered now with the Pods' counts from the layer when it covers the snapshot."""
+    covered_now = covers(history)
+    stored = (
+        MetricsText.objects.filter(cluster=history.cluster, snapshot_id=history.snapshot_pk)
+        .values_list("thresholds", "text")
+        .first()
+    )
+    if stored is not None and covered_now and orjson.loads(stored[0]) == thresholds.as_dict():
+        return stored[1] + (render_collection(collection) if collection else "")
+    counts = counts_as_of(history.cluster.pk, history.as_of) if covered_now else {}
+
+    def counts_of(pod: Object) -> PodCounts | None:
+        return counts.get(uid_of(pod))
+
+    return render_metrics(history, thresholds, collection, counts_of)

@@ -1,0 +1,386 @@
+"""Deriving a stored snapshot's Pod explanations into ``PodExplanation`` rows.
+
+The domain stays the one definition of a verdict: every document is what
+``verdicts.explain_incarnation`` returns, over the same ``StoredHistory`` a page would
+open, with one inventory shared by every Pod judged as of the snapshot.
+
+Only what a change can affect is re-derived (the rest of the rows stay valid):
+
+- a Pod that changed or disappeared;
+- the Pods whose documents name a claim that changed, and the Pods a changed claim
+  names (its owner, its ``reservedFor`` consumers);
+- the Pods a changed Event is about (by UID or by Pod name), or whose claims it is about;
+- any change to claims, templates or the inventory (slices, classes, nodes, namespaces):
+  every Pod still waiting (live, unfinished, not ``ok``), since devices were freed or
+  taken; inventory changes also re-derive every counted Pod (its devices' slice, node or
+  class may be what changed).
+
+A snapshot without changes derives nothing but the Pods whose verdicts move with time alone
+(``verdicts.depends_on_time``: a binding wait nearing its timeout). The first snapshot derived after one that
+was not (history from before the layer, a failed derivation) derives every live Pod.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
+
+from collector.models import Cluster, ObjectVersion, Snapshot
+from dashboard.domain.inventory import Inventory
+from dashboard.domain.leaks import CachedHistory
+from dashboard.domain.lifecycle import is_terminal
+from dashboard.domain.metrics import PodCounts, pod_counts, render_metrics
+from dashboard.domain.state import HistoryView, Version, uid_of
+from dashboard.domain.verdicts import depends_on_time, explain_incarnation
+from dashboard.history import StoredHistory
+from dashboard.reading import leak_thresholds
+from derived.models import DOMAIN_VERSION, DerivedSnapshot, MetricsText, PodExplanation
+
+log = logging.getLogger("claimline.derived")
+
+USABLE = (Snapshot.Status.OK, Snapshot.Status.PARTIAL)
+# Kinds whose change can only concern the Pods that name them; any other kind is inventory.
+_POD_SCOPED = frozenset({"Pod", "Event", "ResourceClaim", "ResourceClaimTemplate"})
+BATCH = 2000
+
+
+class DerivationOrderError(ValueError):
+    """A snapshot older than one already derived: the layer, like history, only moves forward."""
+
+
+class _SnapshotHistory(CachedHistory):
+    """The snapshot's history, sharing ``before`` views: every Pod deleted at one time is
+    judged against the same earlier history (and its one inventory and event index)."""
+
+    def __init__(self, history: HistoryView) -> None:
+        super().__init__(history)
+        self._before: dict[datetime, HistoryView] = {}
+        self._inventories: dict[int, tuple[HistoryView, Inventory]] = {}
+
+    def versions(self, kind: str, uid: str) -> list[Version]:
+        # Not remembered: each Pod's judgement gets objects of its own, as from the database.
+        return self._history.versions(kind, uid)
+
+    def before(self, t: datetime) -> HistoryView:
+        if t not in self._before:
+            self._before[t] = self._history.before(t)
+        return self._before[t]
+
+    def inventory_of(self, history: HistoryView) -> Inventory:
+        """One inventory per history judged from (keeps the history alive, so ids stay unique)."""
+        held = self._inventories.get(id(history))
+        if held is None:
+            held = self._inventories[id(history)] = (history, Inventory.of(history.state))
+        return held[1]
+
+
+@dataclass(frozen=True)
+class Derivation:
+    snapshot_id: int
+    full: bool
+    pods_derived: int
+    rows_written: int
+
+    def describe(self) -> str:
+        how = "every live Pod" if self.full else f"{self.pods_derived} Pods"
+        return f"snapshot {self.snapshot_id}: derived {how}, {self.rows_written} rows written"
+
+
+def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
+    """Derive ``snapshot`` (a no-op if it is derived already); None for a snapshot that stored nothing."""
+    if snapshot.status not in USABLE:
+        return None
+    with transaction.atomic():
+        # One derivation per cluster at a time: a collection's and a rebuild's would interleave rows.
+        Cluster.objects.select_for_update().filter(pk=snapshot.cluster_id).first()
+        done = DerivedSnapshot.objects.filter(snapshot=snapshot).first()
+        if done is not None and done.version == DOMAIN_VERSION:
+            return Derivation(snapshot.pk, done.full, done.pods_derived, 0)
+        if done is not None:
+            done.delete()  # derived by other domain code: derived again below
+        if DerivedSnapshot.objects.filter(cluster_id=snapshot.cluster_id, at__gt=snapshot.at).exists():
+            raise DerivationOrderError(
+                f"a snapshot after {snapshot.at.isoformat()} is derived already; rebuild-derived --since "
+                "recomputes from an earlier time"
+            )
+        previous = (
+            Snapshot.objects.filter(cluster_id=snapshot.cluster_id, status__in=USABLE, at__lt=snapshot.at)
+            .order_by("-at")
+            .values_list("pk", flat=True)
+            .first()
+        )
+        full = previous is None or not covered(previous)
+        history = _SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at))
+        if full:
+            pods = set(history.state.objects.get("Pod", {}))
+            # Rows of Pods gone meanwhile may be stale (or judged by other code): they end here,
+            # and those Pods are read the old way from now on.
+            _open(snapshot.cluster_id).exclude(pod_uid__in=pods).update(valid_to=snapshot.at)
+        else:
+            pods = affected_pods(snapshot) if snapshot.versions_written or snapshot.deletions else set()
+            pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
+        written = _write(snapshot, history, pods)
+        DerivedSnapshot.objects.create(
+            snapshot=snapshot,
+            version=DOMAIN_VERSION,
+            cluster_id=snapshot.cluster_id,
+            at=snapshot.at,
+            full=full,
+            pods_derived=len(pods),
+            rows_written=written,
+        )
+    result = Derivation(snapshot.pk, full, len(pods), written)
+    log.info("%s", result.describe())
+    return result
+
+
+def derive_after_write(snapshot: Snapshot) -> Derivation | None:
+    """The collection path's call: a derivation that fails is logged and leaves the snapshot
+    underived (pages then derive on read, and the next snapshot derives every live Pod).
+
+    /metrics is rendered after it: by a Celery task of its own when Celery schedules collections
+    (rendering can outlast a collection interval on a big cluster, and must not hold the
+    collection lock), else here.
+    """
+    if not settings.CLAIMLINE_DERIVE:
+        return None
+    try:
+        result = derive_snapshot(snapshot)
+    except Exception:
+        log.exception("deriving snapshot %s of cluster %s failed", snapshot.pk, snapshot.cluster_id)
+        return None
+    if result is None:
+        return None
+    if settings.CLAIMLINE_SCHEDULER == "celery":
+        from collector.celery import app
+
+        try:
+            app.send_task("derived.tasks.render_metrics", args=(snapshot.pk,))
+        except (OperationalError, RedisError) as exc:
+            log.warning("cannot queue the metrics of %s: %s", snapshot, exc)
+    else:
+        try:
+            render_latest_metrics(snapshot)
+        except Exception:
+            log.exception("rendering the metrics of snapshot %s failed", snapshot.pk)
+    return result
+
+
+def _open(cluster_id: int) -> Any:
+    return PodExplanation.objects.filter(cluster_id=cluster_id, valid_to__isnull=True)
+
+
+def affected_pods(snapshot: Snapshot) -> set[str]:
+    """The Pod UIDs whose documents the snapshot's changes can alter (see the module docstring)."""
+    cluster_id = snapshot.cluster_id
+    pods: set[str] = set()
+    claims: dict[str, set[str]] = {}  # namespace → claim UIDs
+    events: list[tuple[str, str, bool]] = []
+    waiting = inventory = False
+    changes = ObjectVersion.objects.filter(snapshot=snapshot).values_list("kind", "uid", "namespace", "content")
+    for kind, uid, namespace, content in changes.iterator(BATCH):
+        if kind == "Pod":
+            pods.add(uid)
+        elif kind == "Event":
+            events.append((uid, namespace, not content))
+        elif kind == "ResourceClaim":
+            waiting = True
+            claims.setdefault(namespace, set()).add(uid)
+            if content:
+                pods.update(_pods_named_by_claim(orjson.loads(content)))
+        elif kind == "ResourceClaimTemplate":
+            waiting = True
+        else:
+            waiting = inventory = True
+    for involved in _involved(cluster_id, events):
+        uid = str(involved.get("uid") or "")
+        namespace = str(involved.get("namespace") or "")
+        if uid:
+            pods.add(uid)  # a UID that is no Pod derives nothing
+            claims.setdefault(namespace, set()).add(uid)
+        elif involved.get("kind") == "Pod":
+            pods.update(
+                ObjectVersion.objects.filter(
+                    cluster_id=cluster_id, kind="Pod", namespace=namespace, name=str(involved.get("name") or "")
+                ).values_list("uid", flat=True)
+            )
+    open_rows = _open(cluster_id)
+    if waiting:
+        pods.update(open_rows.filter(waiting=True).values_list("pod_uid", flat=True))
+    if inventory:
+        pods.update(open_rows.filter(counted=True).values_list("pod_uid", flat=True))
+    for namespace, uids in claims.items():
+        for pod_uid, named in open_rows.filter(namespace=namespace).exclude(claim_uids="").values_list(
+            "pod_uid", "claim_uids"
+        ):
+            if uids.intersection(named.split()):
+                pods.add(pod_uid)
+    return pods
+
+
+def _pods_named_by_claim(claim: dict[str, Any]) -> Iterable[str]:
+    for owner in (claim.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(owner, dict) and owner.get("kind") == "Pod" and owner.get("uid"):
+            yield str(owner["uid"])
+    for consumer in (claim.get("status") or {}).get("reservedFor") or ():
+        if isinstance(consumer, dict) and consumer.get("uid"):
+            yield str(consumer["uid"])
+
+
+def _involved(cluster_id: int, events: list[tuple[str, str, bool]]) -> Iterable[dict[str, Any]]:
+    """What each changed Event is about; a deleted one is read from its last stored content."""
+    uids = [uid for uid, _ns, _gone in events]
+    for start in range(0, len(uids), BATCH):
+        rows = (
+            ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Event", uid__in=uids[start : start + BATCH])
+            .exclude(content="")
+            .order_by("uid", "-valid_from")
+            .values_list("uid", "content")
+        )
+        seen: set[str] = set()
+        for uid, content in rows:
+            if uid in seen:
+                continue  # the newest content of each event is what it is about
+            seen.add(uid)
+            event = orjson.loads(content)
+            involved = event.get("involvedObject") or event.get("regarding") or {}
+            if isinstance(involved, dict):
+                yield involved
+
+
+def _write(snapshot: Snapshot, history: _SnapshotHistory, pods: set[str]) -> int:
+    at = snapshot.at
+    heads: dict[str, tuple[int, str]] = {}
+    uids = sorted(pods)
+    for start in range(0, len(uids), BATCH):
+        batch = _open(snapshot.cluster_id).filter(pod_uid__in=uids[start : start + BATCH])
+        for pk, pod_uid, digest in batch.values_list("pk", "pod_uid", "content_hash"):
+            heads[pod_uid] = (pk, digest)
+    superseded: list[int] = []
+    rows: list[PodExplanation] = []
+    for pod_uid in uids:
+        doc = explain_incarnation(history, pod_uid, inventory_of=history.inventory_of)
+        if doc is None:
+            continue
+        content = orjson.dumps(doc)
+        digest = hashlib.blake2b(content, digest_size=16).hexdigest()
+        head = heads.get(pod_uid)
+        if head is not None and head[1] == digest:
+            continue
+        if head is not None:
+            superseded.append(head[0])
+        rows.append(_row(snapshot, pod_uid, doc, content.decode(), digest, history))
+    for start in range(0, len(superseded), BATCH):
+        PodExplanation.objects.filter(pk__in=superseded[start : start + BATCH]).update(valid_to=at)
+    PodExplanation.objects.bulk_create(rows, batch_size=BATCH)
+    return len(rows)
+
+
+def _row(
+    snapshot: Snapshot, pod_uid: str, doc: dict[str, Any], content: str, digest: str, history: _SnapshotHistory
+) -> PodExplanation:
+    summary = doc["pod"]
+    live_pod = history.state.get("Pod", pod_uid)
+    counted = live_pod is not None and not is_terminal(live_pod)
+    return PodExplanation(
+        cluster_id=snapshot.cluster_id,
+        pod_uid=pod_uid,
+        namespace=summary["namespace"],
+        name=summary["name"],
+        content=content,
+        content_hash=digest,
+        claim_uids=" ".join(c["uid"] for c in doc["claims"] if c.get("uid")),
+        states=orjson.dumps(pod_counts(doc["verdict"], doc["claims"])).decode() if counted else "",
+        waiting=live_pod is not None and not is_terminal(live_pod) and doc["verdict"]["reason"] != "ok",
+        counted=counted,
+        timed=live_pod is not None and not is_terminal(live_pod) and depends_on_time(doc),
+        live=live_pod is not None,
+        valid_from=snapshot.at,
+    )
+
+
+Progress = Callable[[int, int, Snapshot, "Derivation | None"], None]
+
+
+def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress | None = None) -> int:
+    """Derive the cluster's stored snapshots (from ``since``) that this code has not derived; how many.
+
+    Resumable: snapshots derived already are skipped, up to the first that is not; from there on
+    everything is derived again in time order, since later rows were derived over that gap.
+    """
+    runs = Snapshot.objects.filter(cluster=cluster, status__in=USABLE).order_by("at")
+    if since is not None:
+        runs = runs.filter(at__gte=since)
+    done = set(
+        DerivedSnapshot.objects.filter(cluster=cluster, version=DOMAIN_VERSION).values_list("snapshot_id", flat=True)
+    )
+    todo: list[Snapshot] = []
+    for run in runs.iterator():
+        if todo or run.pk not in done:
+            todo.append(run)
+    if not todo:
+        return 0
+    forget_from(cluster, todo[0].at)
+    for i, run in enumerate(todo, 1):
+        result = derive_snapshot(run)
+        if progress is not None:
+            progress(i, len(todo), run, result)
+    render_latest_metrics(todo[-1])
+    return len(todo)
+
+
+def counts_as_of(cluster_id: int, at: datetime) -> dict[str, PodCounts]:
+    """What /metrics counts of every live, unfinished Pod valid at ``at``, by Pod UID."""
+    rows = PodExplanation.objects.filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=at), cluster_id=cluster_id, counted=True, valid_from__lte=at
+    ).values_list("pod_uid", "states")
+    return {pod: orjson.loads(states) for pod, states in rows.iterator(BATCH)}
+
+
+def render_latest_metrics(snapshot: Snapshot) -> bool:
+    """Store the cluster's /metrics as of ``snapshot``, Pods' counts read from its derived rows;
+    the run-health families are added when it is served (failed runs after it change them).
+
+    False, rendering nothing, when a newer snapshot exists (its own rendering follows) or the
+    snapshot is not derived.
+    """
+    newer = Snapshot.objects.filter(cluster_id=snapshot.cluster_id, status__in=USABLE, at__gt=snapshot.at)
+    if newer.exists() or not covered(snapshot.pk):
+        return False
+    history = StoredHistory(snapshot.cluster, snapshot.at)
+    counts = counts_as_of(snapshot.cluster_id, snapshot.at)
+    thresholds = leak_thresholds()
+    text = render_metrics(history, thresholds, None, lambda pod: counts.get(uid_of(pod)))
+    MetricsText.objects.update_or_create(
+        cluster_id=snapshot.cluster_id,
+        defaults={"snapshot": snapshot, "thresholds": orjson.dumps(thresholds.as_dict()).decode(), "text": text},
+    )
+    return True
+
+
+def forget_from(cluster: Cluster, at: datetime) -> None:
+    """Drop what was derived from snapshots at or after ``at`` (rebuild-derived recomputes it)."""
+    with transaction.atomic():
+        Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
+        PodExplanation.objects.filter(cluster=cluster, valid_from__gte=at).delete()
+        PodExplanation.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
+        DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
+        MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
+
+
+def covered(snapshot_pk: int) -> bool:
+    """Derived, by this code: rows another version of the domain wrote are not its verdicts."""
+    return DerivedSnapshot.objects.filter(snapshot_id=snapshot_pk, version=DOMAIN_VERSION).exists()
+
+

@@ -1,0 +1,205 @@
+"""The derived layer: written by import-snapshot and collection, read by pages, rebuilt on demand."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from collector.collect import collect
+from collector.models import Cluster, Snapshot
+from dashboard.config import ClusterSource
+from dashboard.history import StoredHistory
+from demo import builders as b
+from demo.story import DEMO_BASE, demo_snapshots
+from derived.models import DerivedSnapshot, MetricsText, PodExplanation
+from derived.reading import covers, stored_explain
+from tests.clusters import T0, small_cluster
+from tests.derived_checks import assert_layer_matches_derivation
+from tests.scenarios import SCENARIOS
+
+pytestmark = pytest.mark.django_db
+
+CASES = sorted(p.parent.name for p in SCENARIOS.glob("*/expected.json")) if SCENARIOS.is_dir() else []
+POD = ("ml-training", "jupyter-alice-0")
+
+
+def import_story(tmp_path: Path) -> list[Any]:
+    times = []
+    for i, (at, objects) in enumerate(demo_snapshots(DEMO_BASE)):
+        dump = tmp_path / f"stage-{i}.json"
+        dump.write_bytes(b.dump_json(objects))
+        call_command("import-snapshot", str(dump), "--at", at.isoformat())
+        times.append(at)
+    return times
+
+
+def test_demo_story_reads_the_same_from_the_layer(demo_history: Any) -> None:
+    assert DerivedSnapshot.objects.count() == 5
+    assert assert_layer_matches_derivation("demo") > 0
+
+
+@pytest.mark.skipif(not CASES, reason="../shared/scenarios is not beside this checkout")
+@pytest.mark.parametrize("name", CASES)
+def test_shared_scenario_reads_the_same_from_the_layer(name: str) -> None:
+    folder = SCENARIOS / name
+    for file, at in json.loads((folder / "expected.json").read_text())["snapshots"]:
+        call_command("import-snapshot", str(folder / file), "--at", at)
+    assert assert_layer_matches_derivation("demo") > 0
+    assert PodExplanation.objects.exists()
+
+
+def test_an_unchanged_snapshot_derives_nothing(tmp_path: Path) -> None:
+    dump = tmp_path / "cluster.json"
+    dump.write_bytes(b.dump_json(small_cluster()))
+    call_command("import-snapshot", str(dump), "--at", T0.isoformat())
+    rows = PodExplanation.objects.count()
+    call_command("import-snapshot", str(dump), "--at", (T0 + timedelta(minutes=1)).isoformat())
+    first, second = DerivedSnapshot.objects.order_by("at")
+    assert first.full and first.pods_derived > 0 and rows > 0
+    assert not second.full and (second.pods_derived, second.rows_written) == (0, 0)
+    assert PodExplanation.objects.count() == rows
+    assert assert_layer_matches_derivation("demo") > 0
+
+
+def test_collection_derives_what_it_stored(source: ClusterSource, make_reader: Any) -> None:
+    snapshot = collect(source, T0, lambda: T0 + timedelta(seconds=5), reader=make_reader())
+    assert snapshot.status == Snapshot.Status.OK
+    assert DerivedSnapshot.objects.filter(snapshot=snapshot).exists()
+    assert assert_layer_matches_derivation("test") > 0
+
+
+def test_pages_read_the_stored_document(demo_history: Any, admin_client: Client) -> None:
+    """A row edited behind the layer's back shows: the Pod page, the API and the CLI read rows."""
+    for row in PodExplanation.objects.filter(namespace=POD[0], name=POD[1], valid_to__isnull=True):
+        doc = orjson.loads(row.content)
+        doc["verdict"]["message"] = "read from the derived layer"
+        PodExplanation.objects.filter(pk=row.pk).update(content=orjson.dumps(doc).decode())
+    api = admin_client.get("/api/explain", {"pod": "/".join(POD)}, secure=True).json()
+    assert api["verdict"]["message"] == "read from the derived layer"
+    page = admin_client.get(f"/c/demo/pods/{POD[0]}/{POD[1]}/", secure=True)
+    assert "read from the derived layer" in page.content.decode()
+    MetricsText.objects.update(text="# rendered by the derivation\n")
+    assert admin_client.get("/metrics", secure=True).content.decode().startswith("# rendered by the derivation\n# HELP")
+
+
+def test_metrics_are_rendered_for_every_snapshot_and_equal_on_read(tmp_path: Path) -> None:
+    dump = tmp_path / "cluster.json"
+    dump.write_bytes(b.dump_json(small_cluster()))
+    for minutes in (0, 1):  # the second is unchanged: only time moved
+        at = T0 + timedelta(minutes=minutes)
+        call_command("import-snapshot", str(dump), "--at", at.isoformat())
+        stored = MetricsText.objects.get()
+        assert stored.snapshot.at == at
+        assert f"claimline_as_of_timestamp_seconds {int(at.timestamp())}" in stored.text
+    assert assert_layer_matches_derivation("demo") > 0
+
+
+def test_history_from_before_the_layer_is_read_the_old_way_until_rebuilt(
+    tmp_path: Path, settings: Any, admin_client: Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings.CLAIMLINE_DERIVE = False
+    times = import_story(tmp_path)
+    cluster = Cluster.objects.get(name="demo")
+    history = StoredHistory(cluster, times[-1])
+    assert not covers(history) and stored_explain(history, *POD) is None
+    before = admin_client.get("/api/explain", {"pod": "/".join(POD)}, secure=True).json()
+
+    call_command("rebuild-derived", "--since", times[2].isoformat())
+    out = capsys.readouterr().out
+    assert "[1/3]" in out and "[3/3]" in out and "every live Pod" in out
+    assert DerivedSnapshot.objects.count() == 3
+    assert admin_client.get("/api/explain", {"pod": "/".join(POD)}, secure=True).json() == before
+
+    # Resumed from the first snapshot not derived: everything after it is derived again, in order.
+    call_command("rebuild-derived")
+    assert "[5/5]" in capsys.readouterr().out
+    assert assert_layer_matches_derivation("demo") > 0
+    rows = list(PodExplanation.objects.order_by("pk").values_list("pk", "content_hash"))
+    call_command("rebuild-derived", "--cluster", "demo")
+    assert "every snapshot is derived already" in capsys.readouterr().out
+    assert list(PodExplanation.objects.order_by("pk").values_list("pk", "content_hash")) == rows
+
+
+def test_rows_derived_by_other_domain_code_are_not_read(demo_history: Any) -> None:
+    cluster = Cluster.objects.get(name="demo")
+    DerivedSnapshot.objects.update(version="0123456789abcdef")
+    history = StoredHistory(cluster)
+    assert not covers(history) and stored_explain(history, *POD) is None
+    call_command("rebuild-derived")
+    assert covers(history)
+    assert assert_layer_matches_derivation("demo") > 0
+
+
+def test_a_snapshot_after_a_gap_derives_every_live_pod(tmp_path: Path, settings: Any) -> None:
+    """Rows of Pods deleted during the gap end there: those are read the old way."""
+    stages = demo_snapshots(DEMO_BASE)
+    for i, (at, objects) in enumerate(stages):
+        settings.CLAIMLINE_DERIVE = i in (0, 4)
+        dump = tmp_path / f"gap-{i}.json"
+        dump.write_bytes(b.dump_json(objects))
+        call_command("import-snapshot", str(dump), "--at", at.isoformat(), "--cluster", "gap")
+    last = DerivedSnapshot.objects.get(at=stages[-1][0])
+    assert last.full
+    history = StoredHistory(Cluster.objects.get(name="gap"))
+    assert covers(history)
+    live = set(history.state.objects["Pod"])
+    assert set(PodExplanation.objects.filter(valid_to__isnull=True).values_list("pod_uid", flat=True)) == live
+
+
+def test_pruning_drops_derived_documents_no_later_query_reads(tmp_path: Path) -> None:
+    """Rows that ended by the cutoff go; the rest still answer with explain's verdicts (their
+    timelines may keep entries of versions pruning removed, which on-read derivation loses)."""
+    from collector.retention import prune_history
+    from dashboard.domain.verdicts import explain
+
+    times = import_story(tmp_path)
+    cutoff = times[3] + timedelta(minutes=1)
+    assert PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
+    prune_history(Cluster.objects.get(name="demo"), cutoff)
+    assert not PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
+    history = StoredHistory(Cluster.objects.get(name="demo"))
+    for namespace, name in PodExplanation.objects.values_list("namespace", "name").distinct():
+        stored = stored_explain(history, namespace, name)
+        assert stored is not None
+        assert stored["verdict"] == explain(history, namespace, name)["verdict"], (namespace, name)
+
+
+def test_verdicts_that_move_with_time_are_derived_again_at_every_snapshot(tmp_path: Path) -> None:
+    """A binding wait counts toward the scheduler's timeout: unchanged objects, a new message,
+    and past the timeout binding-failed; the stored documents follow."""
+    from tests.test_binding_conditions import T0 as BIND_T0
+    from tests.test_binding_conditions import cluster, held_in_prebind
+
+    dump = tmp_path / "prebind.json"
+    dump.write_bytes(b.dump_json([*cluster(), *held_in_prebind(BIND_T0 - timedelta(minutes=2))]))
+    for minutes in (0, 1, 9):
+        call_command("import-snapshot", str(dump), "--at", (BIND_T0 + timedelta(minutes=minutes)).isoformat())
+    reasons = [
+        orjson.loads(content)["verdict"]["reason"]
+        for content in PodExplanation.objects.order_by("valid_from").values_list("content", flat=True)
+    ]
+    assert reasons == ["binding-pending", "binding-pending", "binding-failed"]
+    assert assert_layer_matches_derivation("demo") == 3
+
+
+def test_with_celery_metrics_are_rendered_by_a_task_of_their_own(tmp_path: Path, settings: Any) -> None:
+    """Rendering can outlast a collection: never inline then, and only for the newest snapshot."""
+    from derived.tasks import render_metrics
+
+    settings.CLAIMLINE_SCHEDULER = "celery"
+    dump = tmp_path / "cluster.json"
+    dump.write_bytes(b.dump_json(small_cluster()))
+    for minutes in (0, 1):
+        call_command("import-snapshot", str(dump), "--at", (T0 + timedelta(minutes=minutes)).isoformat())
+    assert DerivedSnapshot.objects.count() == 2 and not MetricsText.objects.exists()
+    first, second = Snapshot.objects.order_by("at")
+    assert render_metrics(first.pk) == "skipped"
+    assert render_metrics(second.pk) == "rendered"
+    assert MetricsText.objects.get().snapshot == second
