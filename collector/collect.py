@@ -80,7 +80,8 @@ def collect(
         except DatabaseError:
             log.exception("cannot record the failed snapshot of %s", source.name)
         raise
-    derive_after_write(snapshot)
+    # Celery derives in a task of its own, so the next collection need not wait for it.
+    derive_after_write(snapshot, inline=settings.CLAIMLINE_SCHEDULER != "celery")
     return snapshot
 
 

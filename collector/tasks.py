@@ -21,12 +21,16 @@ log = logging.getLogger("claimline.collector")
 REDIS_TIMEOUT = 5.0
 
 
-def collection_lock(name: str) -> redis.lock.Lock:
+def redis_lock(key: str) -> redis.lock.Lock:
     client = redis.Redis.from_url(
         settings.REDIS_URL, socket_connect_timeout=REDIS_TIMEOUT, socket_timeout=REDIS_TIMEOUT
     )
     # The timeout frees the lock of a worker killed mid-run.
-    return client.lock(f"claimline:collect:{name}", timeout=settings.CLAIMLINE_COLLECT_LOCK_TIMEOUT)
+    return client.lock(key, timeout=settings.CLAIMLINE_COLLECT_LOCK_TIMEOUT)
+
+
+def collection_lock(name: str) -> redis.lock.Lock:
+    return redis_lock(f"claimline:collect:{name}")
 
 
 @shared_task(name="collector.tasks.collect_cluster", ignore_result=True)

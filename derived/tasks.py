@@ -1,11 +1,17 @@
-"""Celery task: /metrics rendered after a collection, apart from it (it can take longer than one)."""
+"""Celery tasks: derivation and /metrics after a collection, apart from it (either can take longer than one)."""
 
 from __future__ import annotations
 
+import logging
+
+import redis
 from celery import shared_task
 
 from collector.models import Snapshot
-from derived.writer import render_latest_metrics
+from collector.tasks import redis_lock
+from derived.writer import derive_backlog, render_latest_metrics
+
+log = logging.getLogger("claimline.derived")
 
 
 @shared_task(name="derived.tasks.render_metrics", ignore_result=True)
@@ -14,3 +20,23 @@ def render_metrics(snapshot_id: int) -> str:
     if snapshot is None:
         return "gone"
     return "rendered" if render_latest_metrics(snapshot) else "skipped"
+
+
+@shared_task(name="derived.tasks.derive_cluster", ignore_result=True)
+def derive_cluster(cluster_id: int) -> str:
+    """Derive the cluster's backlog; one worker at a time per cluster.
+
+    A second task finding the lock held returns at once: the holder loops until the backlog is
+    empty, and a snapshot it misses at the very end is taken by the next collection's task.
+    """
+    lock = redis_lock(f"claimline:derive:{cluster_id}")
+    if not lock.acquire(blocking=False):
+        return "skipped"
+    try:
+        done = derive_backlog(cluster_id)
+    finally:
+        try:
+            lock.release()
+        except redis.exceptions.LockError:
+            log.warning("derivation lock of cluster %s expired before the run ended", cluster_id)
+    return f"derived {len(done)} snapshots"

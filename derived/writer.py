@@ -145,15 +145,19 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
     return result
 
 
-def derive_after_write(snapshot: Snapshot) -> Derivation | None:
+def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | None:
     """The collection path's call: a derivation that fails is logged and leaves the snapshot
     underived (pages then derive on read, and the next snapshot derives every live Pod).
 
-    /metrics is rendered after it: by a Celery task of its own when Celery schedules collections
-    (rendering can outlast a collection interval on a big cluster, and must not hold the
-    collection lock), else here.
+    ``inline=False`` (collections Celery schedules) queues ``derived.tasks.derive_cluster``
+    instead: on a big cluster a churned snapshot's derivation outlasts a collection interval,
+    and collecting must not wait for it with the collection lock held. /metrics is rendered
+    after the derivation, by a task of its own when Celery runs, else here.
     """
     if not settings.CLAIMLINE_DERIVE:
+        return None
+    if not inline:
+        _queue("derived.tasks.derive_cluster", snapshot.cluster_id)
         return None
     try:
         result = derive_snapshot(snapshot)
@@ -163,18 +167,51 @@ def derive_after_write(snapshot: Snapshot) -> Derivation | None:
     if result is None:
         return None
     if settings.CLAIMLINE_SCHEDULER == "celery":
-        from collector.celery import app
-
-        try:
-            app.send_task("derived.tasks.render_metrics", args=(snapshot.pk,))
-        except (OperationalError, RedisError) as exc:
-            log.warning("cannot queue the metrics of %s: %s", snapshot, exc)
+        _queue("derived.tasks.render_metrics", snapshot.pk)
     else:
         try:
             render_latest_metrics(snapshot)
         except Exception:
             log.exception("rendering the metrics of snapshot %s failed", snapshot.pk)
     return result
+
+
+def _queue(task: str, arg: int) -> None:
+    from collector.celery import app
+
+    try:
+        app.send_task(task, args=(arg,))
+    except (OperationalError, RedisError) as exc:
+        log.warning("cannot queue %s(%s): %s", task, arg, exc)
+
+
+def underived_snapshots(cluster_id: int) -> list[Snapshot]:
+    """The usable snapshots after the newest derived one, oldest first: the derivation's backlog.
+
+    A cluster never derived starts at its newest snapshot (older history is rebuild-derived's).
+    """
+    usable = Snapshot.objects.filter(cluster_id=cluster_id, status__in=USABLE)
+    newest = DerivedSnapshot.objects.filter(cluster_id=cluster_id).order_by("-at").values_list("at", flat=True).first()
+    if newest is None:
+        latest = usable.order_by("-at").first()
+        return [latest] if latest is not None else []
+    return list(usable.filter(at__gt=newest).order_by("at"))
+
+
+def derive_backlog(cluster_id: int) -> list[Derivation]:
+    """Derive every snapshot of the backlog in order, then render /metrics for the newest.
+
+    Each snapshot is derived against the one before it, so none is skipped: skipping would
+    make the next one a full derivation of every live Pod, which costs more than the chain.
+    """
+    done = []
+    while backlog := underived_snapshots(cluster_id):
+        for snapshot in backlog:
+            result = derive_snapshot(snapshot)
+            if result is not None:
+                done.append(result)
+        render_latest_metrics(backlog[-1])
+    return done
 
 
 def _open(cluster_id: int) -> Any:

@@ -203,3 +203,48 @@ def test_with_celery_metrics_are_rendered_by_a_task_of_their_own(tmp_path: Path,
     assert render_metrics(first.pk) == "skipped"
     assert render_metrics(second.pk) == "rendered"
     assert MetricsText.objects.get().snapshot == second
+
+
+def test_with_celery_a_collection_queues_its_derivation_instead_of_waiting_for_it(
+    source: ClusterSource, make_reader: Any, settings: Any
+) -> None:
+    """A churned snapshot of a big cluster takes longer to derive than a collection interval."""
+    import redis
+
+    settings.CLAIMLINE_SCHEDULER = "celery"
+    queue = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    queue.delete("celery")
+    snapshot = collect(source, T0, lambda: T0, reader=make_reader())
+    assert snapshot.status == "ok" and not DerivedSnapshot.objects.exists()
+    [message] = [json.loads(m) for m in queue.lrange("celery", 0, -1)]
+    queue.delete("celery")
+    assert message["headers"]["task"] == "derived.tasks.derive_cluster"
+    assert message["headers"]["argsrepr"] == f"({snapshot.cluster_id},)"
+
+
+def test_the_derivation_task_derives_the_backlog_in_order_once_per_cluster(tmp_path: Path, settings: Any) -> None:
+    from collector.tasks import redis_lock
+    from derived.tasks import derive_cluster
+
+    dump = tmp_path / "cluster.json"
+    objects = small_cluster()
+    for minutes in range(3):
+        settings.CLAIMLINE_DERIVE = minutes == 0  # the first is derived; two queue up behind it
+        objects = [*objects, b.namespace(f"team-{minutes}")]
+        dump.write_bytes(b.dump_json(objects))
+        call_command("import-snapshot", str(dump), "--at", (T0 + timedelta(minutes=minutes)).isoformat())
+    settings.CLAIMLINE_DERIVE = True
+    cluster = Cluster.objects.get(name="demo")
+    assert DerivedSnapshot.objects.count() == 1
+
+    held = redis_lock(f"claimline:derive:{cluster.pk}")
+    assert held.acquire(blocking=False)
+    try:
+        assert derive_cluster(cluster.pk) == "skipped"  # the holder drains the backlog
+    finally:
+        held.release()
+    assert derive_cluster(cluster.pk) == "derived 2 snapshots"
+    assert list(DerivedSnapshot.objects.order_by("at").values_list("full", flat=True)) == [True, False, False]
+    assert MetricsText.objects.get().snapshot == Snapshot.objects.order_by("at").last()
+    assert derive_cluster(cluster.pk) == "derived 0 snapshots"
+    assert assert_layer_matches_derivation("demo") > 0
