@@ -31,7 +31,8 @@ def _overview_numbers(page: Any) -> dict[str, Any]:
     models = {}
     for row in devices.locator("tbody tr").all():
         cells = row.locator("td").all_inner_texts()
-        models[cells[1]] = {"advertised": int(cells[2]), "allocated": int(cells[3]), "free": int(cells[4])}
+        # GPU-equivalents: a half-held partitioned GPU shows 0.5 allocated and 0.5 free.
+        models[cells[1]] = {"advertised": int(cells[2]), "allocated": float(cells[3]), "free": float(cells[4])}
     groups = page.get_by_test_id("overview-pods").locator("details.reason-group")
     pods = {}
     for i in range(groups.count()):
