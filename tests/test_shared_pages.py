@@ -101,3 +101,12 @@ def test_other_teams_holders_keep_their_amounts_not_their_names(member: Client) 
     assert "(another namespace)" in table and "mig-notebook" not in table and "memory 40Gi" in table
     device = member.get(f"/c/demo/devices/{GPU}/{NODE}/{shared.SHARED_DEVICE}/").content.decode()
     assert "triton-shared" not in device and "memory 24Gi" in device
+
+
+@pytest.mark.django_db
+def test_overview_says_which_models_count_gpu_equivalents(admin_client: Client, demo_history: Any) -> None:
+    body = admin_client.get("/c/demo/").content.decode()
+    note = body.split('data-testid="gpu-equivalents-note">', 1)[1].split("</p>", 1)[0]
+    assert note.startswith(f"{shared.H100_PCIE['product']}, {shared.L40S['product']}:")
+    row = body.split(f'data-model="{shared.H100_PCIE["product"]}">', 1)[1].split("</tr>", 1)[0]
+    assert '<td class="num">1</td><td class="num">0.5</td><td class="num">0.5</td>' in row

@@ -50,7 +50,8 @@ def devices_by_model(inventory: Inventory) -> dict[str, Any]:
 
 
 def _with_totals(models: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"models": models, **{k: number(sum(m[k] for m in models)) for k in COUNTS}}
+    totals = {k: number(sum(m[k] for m in models)) for k in COUNTS}
+    return {"models": models, **totals, "equivalents": [m["model"] for m in models if m.get("gpu_equivalents")]}
 
 
 def waiting_pods(history: HistoryView, redactor: Redactor, inventory: Inventory) -> dict[str, Any]:
@@ -139,10 +140,11 @@ def across_clusters(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
         for m in doc["inventory"]["models"]:
             row = by_model.setdefault(
                 (m["driver"], m["model"]),
-                {"driver": m["driver"], "model": m["model"], **dict.fromkeys(COUNTS, 0)},
+                {"driver": m["driver"], "model": m["model"], **dict.fromkeys(COUNTS, 0), "gpu_equivalents": False},
             )
             for k in COUNTS:
-                row[k] += m[k]
+                row[k] = number(row[k] + m[k])
+            row["gpu_equivalents"] = row["gpu_equivalents"] or m.get("gpu_equivalents", False)
     return {
         "inventory": _with_totals([by_model[k] for k in sorted(by_model)]),
         "pods": sum(d["pods"]["total"] for d in docs),
