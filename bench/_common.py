@@ -16,6 +16,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv" / "bin" / "python").exists() else sys.executable
 PG_BASE = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+# Set by the smoke test (tests/test_bench_smoke.py): every database a script makes is named with
+# this prefix instead of ``claimline_bench``, so a run at a tiny size clobbers nothing of a real one.
+DB_PREFIX = os.environ.get("BENCH_DATABASE_PREFIX", "")
+
+
+def database_name(name: str) -> str:
+    """The database a script's ``claimline_bench…`` name maps to (see ``DB_PREFIX``)."""
+    if DB_PREFIX and name.startswith("claimline_bench"):
+        return DB_PREFIX + name.removeprefix("claimline_bench")
+    return name
 
 
 def scratch_dir(prefix: str) -> Path:
@@ -28,6 +38,7 @@ def scratch_dir(prefix: str) -> Path:
 def recreate_database(name: str) -> str:
     import psycopg
 
+    name = database_name(name)
     with psycopg.connect(f"{PG_BASE}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -37,8 +48,13 @@ def recreate_database(name: str) -> str:
 def database_exists(name: str) -> bool:
     import psycopg
 
+    name = database_name(name)
     with psycopg.connect(f"{PG_BASE}/postgres", autocommit=True) as conn:
         return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
+def database_url(name: str) -> str:
+    return f"{PG_BASE}/{database_name(name)}"
 
 
 def setup_django(database_url: str, migrate: bool = True) -> None:

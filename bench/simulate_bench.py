@@ -73,10 +73,11 @@ def partitioned(nodes: int, claims: int) -> list[dict[str, Any]]:
 
 
 def measure(name: str, objects: list[dict[str, Any]], claims: int, repeat: int) -> dict[str, Any]:
-    state = MemoryHistory([(CREATED, objects)]).state
-    pending = [state.find("ResourceClaim", "ml", f"p-{j}") for j in range(claims)]
     times, reasons = [], Counter[str]()
     for _ in range(repeat):
+        # A fresh state each time: a state keeps its inventory (and the simulator's caches hang off it).
+        state = MemoryHistory([(CREATED, objects)]).state
+        pending = [state.find("ResourceClaim", "ml", f"p-{j}") for j in range(claims)]
         inventory = Inventory.of(state)
         gc.collect()
         start = time.process_time()

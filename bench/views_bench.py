@@ -1,45 +1,95 @@
 #!/usr/bin/env python
-"""Server time of the pages and reports over a week of a 2,000-node cluster's history.
+"""Server time of every page, API and report at two cluster sizes, and how it grows between them.
 
-    .venv/bin/python bench/week_history.py            # once: builds claimline_bench_week
-    .venv/bin/python bench/views_bench.py [--iterations 20] [--heavy-iterations 5] [--database claimline_bench_week]
+    .venv/bin/python bench/views_bench.py                     # 200 and 2,000 nodes, 3 hours of history each
+    .venv/bin/python bench/views_bench.py --nodes 200 2000 --hours 3 --iterations 10 --heavy-iterations 3
+    .venv/bin/python bench/views_bench.py --reuse ...         # measure again over the clusters built last time
 
-Requests go through Django's test ``Client`` in this process (URL routing, middleware, the view,
-template rendering; no network, no gunicorn). Every request opens history afresh, as a real
-one does. Each endpoint gets one cold request (counted apart, with its SQL query count), then
-N timed ones over a seeded sample of objects: claims and Pods that are live, churned or
-deleted, and the pending Pods whose explanation checks every device.
+For each size N it builds cluster ``nN`` in one database (``claimline_bench_views``): ``--hours``
+hours of the synthetic cluster (``demo/synthetic.py``) with 1% hourly churn, written through the
+collector's filters, normalizer and snapshot writer exactly as ``week_history.py`` writes a week
+(so there are churned claims and deleted Pod incarnations), from Monday 2026-11-16 00:00 UTC.
 
-Prints a JSON line per endpoint: p50/p95/max in ms, the cold time, queries, response size.
+Requests go through Django's test ``Client`` in this process (URL routing, middleware with
+sign-in, the view, template rendering; no network), as a platform admin unless the row says
+team member (a user whose group is granted the busiest namespace: scope and redaction apply).
+``explain (CLI --json)`` is ``manage.py explain --json`` called in process.
+
+Each endpoint gets one cold request, with the per-process history cache (``dashboard/reading.py``)
+emptied first so it pays for loading the snapshot's history, and with its SQL query count; then N
+timed requests over a seeded sample of objects (median and p95). A request slower than
+``--timeout`` is reported as timed out; when the cold request takes more than half of it, the
+repeated ones are skipped.
+
+Endpoints are measured one after the other, each at every size back to back (the load of a
+shared machine drifts over minutes; a row's sizes see about the same). Prints a JSON line per
+(endpoint, size), then a table: per endpoint the cold/p50/p95 at each size
+and the growth factor of each between the two sizes. The sizes differ 10× by default, so a row that
+grows ~10× is linear in the cluster and one that grows ~100× is quadratic.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import PG_BASE, database_exists, load, machine, percentile, setup_django  # noqa: E402
+from bench._common import (  # noqa: E402
+    database_exists,
+    database_url,
+    load,
+    machine,
+    median,
+    percentile,
+    recreate_database,
+    setup_django,
+)
 
-CLUSTER = "week"
+DATABASE = "claimline_bench_views"
 MATCH_EXPRESSION = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0"
+WEEK = "2026-11-16"
 
 
-def samples(rng: random.Random, per_kind: int) -> dict[str, list[Any]]:
+def cluster_name(nodes: int) -> str:
+    return f"n{nodes}"
+
+
+def build(sizes: list[int], hours: int, churn: float) -> list[dict[str, Any]]:
+    from bench.week_history import write_hours
+
+    built = []
+    for nodes in sizes:
+        started = time.perf_counter()
+        totals: dict[str, int] = {}
+        for _h, written in write_hours(cluster_name(nodes), nodes, hours, churn, interval=30):
+            totals = written
+        built.append({"built": cluster_name(nodes), "nodes": nodes, "hours": hours, **totals,
+                      "build_s": round(time.perf_counter() - started, 1), "load": load()})
+        print(json.dumps(built[-1]), flush=True)
+    return built
+
+
+# --- what to ask for --------------------------------------------------------------------------------
+
+
+def samples(cluster: str, rng: random.Random, per_kind: int) -> dict[str, list[Any]]:
     from django.db.models import Count
 
-    from collector.models import Cluster, ObjectVersion
+    from collector.models import ObjectVersion
+    from dashboard.domain.inventory import device_holders
+    from dashboard.reading import open_history
 
-    cluster = Cluster.objects.get(name=CLUSTER)
-    rows = ObjectVersion.objects.filter(cluster=cluster)
+    rows = ObjectVersion.objects.filter(cluster__name=cluster)
 
     def pick(qs: Any, n: int) -> list[Any]:
         # Ordered, then sampled with a seed: the same objects on every run.
@@ -47,17 +97,12 @@ def samples(rng: random.Random, per_kind: int) -> dict[str, list[Any]]:
         return rng.sample(items, min(n, len(items)))
 
     live_claims = rows.filter(kind="ResourceClaim", valid_to__isnull=True, deleted=False)
-    claims = (
-        pick(live_claims.order_by("uid").values_list("uid", flat=True), per_kind)
-        + pick(
-            rows.filter(kind="ResourceClaim")
-            .values("uid")
-            .annotate(n=Count("id"))
-            .filter(n__gt=1)
-            .order_by("uid")
-            .values_list("uid", flat=True),
-            per_kind,
-        )
+    churned_claims = (
+        rows.filter(kind="ResourceClaim").values("uid").annotate(n=Count("id")).filter(n__gt=1)
+        .order_by("uid").values_list("uid", flat=True)
+    )
+    claims = pick(live_claims.order_by("uid").values_list("uid", flat=True), per_kind) + pick(
+        churned_claims, per_kind
     )
     live_pods = rows.filter(kind="Pod", valid_to__isnull=True, deleted=False)
     running = pick(
@@ -72,39 +117,50 @@ def samples(rng: random.Random, per_kind: int) -> dict[str, list[Any]]:
         rows.filter(kind="Pod", deleted=True).order_by("namespace", "name").values_list("namespace", "name"),
         per_kind,
     )
-    return {"claims": claims, "running": running, "pending": pending, "deleted": deleted}
+    # Held devices: their pages list holders and preparation failures.
+    holders = device_holders(open_history(cluster, None).state)
+    devices = pick(sorted(holders), per_kind)
+    return {"claims": claims, "running": running, "pending": pending, "deleted": deleted, "devices": devices}
 
 
-def clients() -> tuple[Any, Any, str]:
-    """A platform admin, and a member of a team granted the busiest namespace (redaction applies)."""
+def clients() -> tuple[Any, Any]:
+    """A platform admin, and a member of a team granted each cluster's busiest namespace (redaction applies)."""
     from django.contrib.auth.models import Group, User
-    from django.db.models import Count
     from django.test import Client
-
-    from collector.models import ObjectVersion
-    from dashboard.models import NamespaceGrant
 
     admin_user, _ = User.objects.get_or_create(username="bench-admin", defaults={"is_superuser": True})
     member_user, _ = User.objects.get_or_create(username="bench-member")
     team, _ = Group.objects.get_or_create(name="bench-team")
     member_user.groups.add(team)
-    namespace = (
-        ObjectVersion.objects.filter(cluster__name=CLUSTER, kind="Pod", valid_to__isnull=True, deleted=False)
-        .values("namespace").annotate(n=Count("id")).order_by("-n", "namespace").values_list("namespace", flat=True)
-        .first()
-    )
-    NamespaceGrant.objects.get_or_create(group=team, namespace=namespace)
     admin, member = Client(), Client()
     admin.force_login(admin_user)
     member.force_login(member_user)
-    return admin, member, str(namespace)
+    return admin, member
 
 
-def member_samples(namespace: str, n: int) -> tuple[list[str], list[tuple[str, str]]]:
+def team_namespace(cluster: str) -> str:
+    from django.contrib.auth.models import Group
+    from django.db.models import Count
+
+    from collector.models import Cluster, ObjectVersion
+    from dashboard.models import NamespaceGrant
+
+    namespace = str(
+        ObjectVersion.objects.filter(cluster__name=cluster, kind="Pod", valid_to__isnull=True, deleted=False)
+        .values("namespace").annotate(n=Count("id")).order_by("-n", "namespace").values_list("namespace", flat=True)
+        .first()
+    )
+    NamespaceGrant.objects.get_or_create(
+        group=Group.objects.get(name="bench-team"), namespace=namespace, cluster=Cluster.objects.get(name=cluster)
+    )
+    return namespace
+
+
+def member_samples(cluster: str, namespace: str, n: int) -> tuple[list[str], list[tuple[str, str]]]:
     from collector.models import ObjectVersion
 
     live = ObjectVersion.objects.filter(
-        cluster__name=CLUSTER, namespace=namespace, valid_to__isnull=True, deleted=False
+        cluster__name=cluster, namespace=namespace, valid_to__isnull=True, deleted=False
     )
     claims = list(live.filter(kind="ResourceClaim").order_by("uid").values_list("uid", flat=True)[:n])
     pods = list(
@@ -112,6 +168,79 @@ def member_samples(namespace: str, n: int) -> tuple[list[str], list[tuple[str, s
         .values_list("namespace", "name")[:n]
     )
     return claims, pods
+
+
+Fetch = Callable[[str], tuple[int, int]]  # target -> (HTTP status, response bytes)
+
+
+def http(client: Any) -> Fetch:
+    def get(url: str) -> tuple[int, int]:
+        response = client.get(url, secure=True)
+        return response.status_code, len(response.content)
+
+    return get
+
+
+def explain_cli(cluster: str) -> Fetch:
+    from django.core.management import call_command
+
+    def run(pod: str) -> tuple[int, int]:
+        out = io.StringIO()
+        call_command("explain", pod, "--json", "--cluster", cluster, stdout=out)
+        return 200, len(out.getvalue())
+
+    return run
+
+
+def endpoints(cluster: str, picked: dict[str, list[Any]], member_claims: list[str],
+              member_pods: list[tuple[str, str]], admin: Fetch, member: Fetch,
+              iterations: int, heavy: int) -> list[tuple[str, Fetch, list[str], int]]:
+    from django.urls import reverse
+
+    c = cluster
+    claim_urls = [reverse("claim", args=[c, uid]) for uid in picked["claims"]]
+    running = [reverse("pod", args=[c, ns, n]) for ns, n in picked["running"]]
+    pending = [reverse("pod", args=[c, ns, n]) for ns, n in picked["pending"]]
+    deleted = [reverse("pod", args=[c, ns, n]) for ns, n in picked["deleted"]]
+    return [
+        ("fleet home page", admin, [reverse("home")], heavy),
+        ("cluster overview", admin, [reverse("overview", args=[c])], heavy),
+        ("cluster overview (team member)", member, [reverse("overview", args=[c])], heavy),
+        ("claims list", admin, [reverse("claims", args=[c])], heavy),
+        ("claims list (team member)", member, [reverse("claims", args=[c])], heavy),
+        ("claims (api)", admin, [f"/api/claims?cluster={c}"], heavy),
+        ("claim page", admin, claim_urls, iterations),
+        ("claim page (team member)", member, [reverse("claim", args=[c, uid]) for uid in member_claims], iterations),
+        ("pod page (running)", admin, running, iterations),
+        ("pod page (pending: checks every device)", admin, pending, heavy),
+        ("pod page (deleted incarnation)", admin, deleted, iterations),
+        ("pod page (team member, running)", member,
+         [reverse("pod", args=[c, ns, n]) for ns, n in member_pods], iterations),
+        ("explain (CLI --json, running pod)", explain_cli(c), [f"{ns}/{n}" for ns, n in picked["running"]],
+         iterations),
+        ("explain (api, running pod)", admin, [f"/api/explain?cluster={c}&pod={ns}/{n}" for ns, n in picked["running"]],
+         iterations),
+        ("explain (api, pending pod)", admin, [f"/api/explain?cluster={c}&pod={ns}/{n}" for ns, n in picked["pending"]],
+         heavy),
+        ("leaks page", admin, [reverse("leaks", args=[c])], heavy),
+        ("leaks (api)", admin, [f"/api/leaks?cluster={c}"], heavy),
+        ("audit page", admin, [reverse("audit", args=[c])], heavy),
+        ("audit (api)", admin, [f"/api/audit?cluster={c}"], heavy),
+        ("weekly review", admin, [reverse("review", args=[c]) + f"?week={WEEK}"], heavy),
+        ("weekly review CSV", admin, [reverse("review-csv", args=[c]) + f"?week={WEEK}"], heavy),
+        ("metrics", admin, [f"/metrics?cluster={c}"], heavy),
+        ("inventory page", admin, [reverse("inventory", args=[c])], heavy),
+        ("device classes page", admin, [reverse("classes", args=[c])], heavy),
+        ("device page", admin, [reverse("device", args=[c, *d]) for d in picked["devices"]], iterations),
+        ("match-devices (api, all devices)", admin,
+         [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"], heavy),
+        ("notices page", admin, [reverse("notices", args=[c])], iterations),
+        ("snapshots page", admin, [reverse("snapshots", args=[c])], iterations),
+        ("snapshots (api)", admin, [f"/api/snapshots?cluster={c}"], iterations),
+    ]
+
+
+# --- timing ------------------------------------------------------------------------------------------
 
 
 class RequestTimeout(BaseException):  # not Exception: the domain catches those per device
@@ -122,17 +251,19 @@ def _alarm(_signum: int, _frame: Any) -> None:
     raise RequestTimeout
 
 
-def measure(client: Any, name: str, urls: list[str], iterations: int, timeout: int) -> dict[str, Any]:
+def measure(fetch: Fetch, name: str, targets: list[str], iterations: int, timeout: int) -> dict[str, Any]:
     try:
-        return _measure(client, name, urls, iterations, timeout)
+        return _measure(fetch, name, targets, iterations, timeout)
     except RequestTimeout:
-        return {"endpoint": name, "example": urls[0], "timed_out_after_s": timeout, "load": load()}
+        return {"endpoint": name, "example": targets[0], "timed_out_after_s": timeout, "load": load()}
     finally:
         signal.alarm(0)
 
 
-def _measure(client: Any, name: str, urls: list[str], iterations: int, timeout: int) -> dict[str, Any]:
+def _measure(fetch: Fetch, name: str, targets: list[str], iterations: int, timeout: int) -> dict[str, Any]:
     from django.db import connection
+
+    from dashboard import reading
 
     queries = 0
 
@@ -141,93 +272,157 @@ def _measure(client: Any, name: str, urls: list[str], iterations: int, timeout: 
         queries += 1
         return execute(sql, params, many, context)
 
+    reading._recent.clear()  # cold: this endpoint pays for loading the snapshot's history
     # An execute wrapper, not CaptureQueriesContext: request_started resets the query log mid-capture.
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
     with connection.execute_wrapper(count):
         start = time.perf_counter()
-        response = client.get(urls[0], secure=True)
+        status, _size = fetch(targets[0])
         cold = time.perf_counter() - start
-    if response.status_code != 200:
-        raise RuntimeError(f"{name}: {urls[0]} answered {response.status_code}: {response.content[:500]!r}")
+    if status != 200:
+        raise RuntimeError(f"{name}: {targets[0]} answered {status}")
     times, sizes = [], []
     # Requests slower than the timeout are reported as such rather than awaited for hours.
     for i in range(iterations if cold < timeout / 2 else 0):
-        url = urls[i % len(urls)]
-        start = time.perf_counter()
-        response = client.get(url, secure=True)
-        times.append(time.perf_counter() - start)
+        target = targets[i % len(targets)]
         signal.alarm(timeout)
-        if response.status_code != 200:
-            raise RuntimeError(f"{name}: {url} answered {response.status_code}")
-        sizes.append(len(response.content))
+        start = time.perf_counter()
+        status, size = fetch(target)
+        times.append(time.perf_counter() - start)
+        if status != 200:
+            raise RuntimeError(f"{name}: {target} answered {status}")
+        sizes.append(size)
     return {
         "endpoint": name,
-        "example": urls[0],
+        "example": targets[0],
         "n": len(times),
-        "distinct_urls": min(len(urls), len(times)),
-        "p50_ms": round(percentile(times, 50) * 1000) if times else None,
-        "p95_ms": round(percentile(times, 95) * 1000) if times else None,
-        "max_ms": round(max(times) * 1000) if times else None,
-        "cold_ms": round(cold * 1000),
+        "distinct": min(len(targets), len(times)),
+        "cold_ms": round(cold * 1000, 1),
+        "p50_ms": round(median(times) * 1000, 1) if times else None,
+        "p95_ms": round(percentile(times, 95) * 1000, 1) if times else None,
+        "max_ms": round(max(times) * 1000, 1) if times else None,
         "queries": queries,
-        "response_kb": round(sum(sizes) / len(sizes) / 1024) if sizes else None,
+        "response_kb": round(sum(sizes) / len(sizes) / 1024, 1) if sizes else None,
         "load": load(),
     }
 
 
+def plan(nodes: int, args: argparse.Namespace, admin: Any, member: Any) -> list[tuple[str, Fetch, list[str], int]]:
+    cluster = cluster_name(nodes)
+    rng = random.Random(20261116)
+    picked = samples(cluster, rng, per_kind=max(args.iterations, 4))
+    namespace = team_namespace(cluster)
+    member_claims, member_pods = member_samples(cluster, namespace, args.iterations)
+    return endpoints(cluster, picked, member_claims, member_pods, http(admin), http(member),
+                     args.iterations, args.heavy_iterations)
+
+
+def measure_all(sizes: list[int], args: argparse.Namespace, admin: Any, member: Any) -> list[dict[str, Any]]:
+    """Each endpoint at every size, one size right after the other.
+
+    On a machine shared with other jobs the load drifts over minutes; measuring a row's
+    sizes back to back keeps its growth factor about the code rather than the drift.
+    """
+    plans = {nodes: plan(nodes, args, admin, member) for nodes in sizes}
+    results = []
+    for i, (name, *_rest) in enumerate(plans[sizes[0]]):
+        if args.only and name not in args.only:
+            continue
+        for nodes in sizes:
+            _name, fetch, targets, n = plans[nodes][i]
+            if not targets:
+                row: dict[str, Any] = {"endpoint": name, "skipped": "nothing to sample"}
+            else:
+                row = measure(fetch, name, targets, n, args.timeout)
+            row = {"nodes": nodes, **row}
+            results.append(row)
+            print(json.dumps(row), flush=True)
+    return results
+
+
+# --- the growth table ------------------------------------------------------------------------------------
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms" if value >= 10 else f"{value:.1f} ms"
+
+
+def _growth(small: float | None, big: float | None) -> str:
+    if small is None or big is None or small <= 0:
+        return "–"
+    return f"{big / small:.1f}×"
+
+
+def _cell(row: dict[str, Any] | None, key: str) -> str:
+    if row is None or "skipped" in row:
+        return "–"
+    if "timed_out_after_s" in row:
+        return f"> {row['timed_out_after_s']} s" if key == "cold_ms" else "–"
+    return _ms(row.get(key))
+
+
+def table(sizes: list[int], rows: list[dict[str, Any]]) -> str:
+    """Markdown: cold, p50, p95 at each size, then growth of cold and p50 from the first size to the last."""
+    by = {(r["nodes"], r["endpoint"]): r for r in rows}
+    names = list(dict.fromkeys(r["endpoint"] for r in rows))
+    small, big = sizes[0], sizes[-1]
+    head = ["endpoint"]
+    for n in sizes:
+        head += [f"{n} cold", f"{n} p50", f"{n} p95"]
+    head += [f"growth cold {small}→{big}", "growth p50", "queries"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in names:
+        cells = [name]
+        for n in sizes:
+            row = by.get((n, name))
+            cells += [_cell(row, "cold_ms"), _cell(row, "p50_ms"), _cell(row, "p95_ms")]
+        a, b = by.get((small, name)) or {}, by.get((big, name)) or {}
+        cells += [
+            _growth(a.get("cold_ms"), b.get("cold_ms")),
+            _growth(a.get("p50_ms"), b.get("p50_ms")),
+            " / ".join(str(by.get((n, name), {}).get("queries", "–")) for n in sizes),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database", default="claimline_bench_week")
-    parser.add_argument("--iterations", type=int, default=20, help="requests per page endpoint")
-    parser.add_argument("--heavy-iterations", type=int, default=5, help="for the claims list, review, metrics")
+    parser.add_argument("--nodes", type=int, nargs="+", default=[200, 2000], help="cluster sizes (smallest first)")
+    parser.add_argument("--hours", type=int, default=3, help="hours of history per cluster")
+    parser.add_argument("--churn", type=float, default=0.01, help="fraction of workload units changed per hour")
+    parser.add_argument("--database", default=DATABASE)
+    parser.add_argument("--reuse", action="store_true", help="measure the clusters a previous run built")
+    parser.add_argument("--iterations", type=int, default=10, help="requests per page endpoint")
+    parser.add_argument("--heavy-iterations", type=int, default=3, help="for lists, reports, metrics")
     parser.add_argument("--only", nargs="*", help="endpoint names to run")
     parser.add_argument("--timeout", type=int, default=300, help="seconds before a request is reported as timed out")
     args = parser.parse_args()
-    if not database_exists(args.database):
-        raise SystemExit(f"no database {args.database}: run bench/week_history.py first")
+    sizes = sorted(set(args.nodes))
     os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
-    os.environ["CLAIMLINE_CLUSTERS"] = f"{CLUSTER}=in-cluster"
-    setup_django(f"{PG_BASE}/{args.database}")
-    from django.urls import reverse
+    os.environ["CLAIMLINE_CLUSTERS"] = ",".join(f"{cluster_name(n)}=in-cluster" for n in sizes)
+    os.environ.setdefault("CLAIMLINE_HISTORY_CACHE", "2")
+    if args.reuse:
+        if not database_exists(args.database):
+            raise SystemExit(f"no database {args.database} to reuse: run without --reuse first")
+        setup_django(database_url(args.database))
+    else:
+        setup_django(recreate_database(args.database))
+    print(json.dumps({"machine": machine(), "load_before": load(), "database": args.database, "sizes": sizes,
+                      "hours": args.hours}), flush=True)
+    if not args.reuse:
+        build(sizes, args.hours, args.churn)
+    else:
+        from collector.models import Cluster
 
-    rng = random.Random(20261116)
-    picked = samples(rng, per_kind=max(args.iterations, 4))
-    admin, member, team_ns = clients()
-    member_claims, member_pods = member_samples(team_ns, args.iterations)
-    client = admin
-    c = CLUSTER
-    endpoints: list[tuple[str, list[str], int]] = [
-        ("claim page", [reverse("claim", args=[c, uid]) for uid in picked["claims"]], args.iterations),
-        ("pod page (running)", [reverse("pod", args=[c, ns, n]) for ns, n in picked["running"]], args.iterations),
-        ("pod page (deleted incarnation)", [reverse("pod", args=[c, ns, n]) for ns, n in picked["deleted"]],
-         args.iterations),
-        ("pod page (pending: checks every device)", [reverse("pod", args=[c, ns, n]) for ns, n in picked["pending"]],
-         args.heavy_iterations),
-        ("explain (api, running pod)",
-         [f"/api/explain?cluster={c}&pod={ns}/{n}" for ns, n in picked["running"]], args.iterations),
-        ("explain (api, pending pod)",
-         [f"/api/explain?cluster={c}&pod={ns}/{n}" for ns, n in picked["pending"]], args.heavy_iterations),
-        ("match-devices (api, all devices)",
-         [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"],
-         args.heavy_iterations),
-        ("claims list", [reverse("claims", args=[c])], args.heavy_iterations),
-        ("claim page (team member)", [reverse("claim", args=[c, uid]) for uid in member_claims], args.iterations),
-        ("pod page (team member, running)", [reverse("pod", args=[c, ns, n]) for ns, n in member_pods],
-         args.iterations),
-        ("claims list (team member)", [reverse("claims", args=[c])], args.heavy_iterations),
-        ("weekly review", [reverse("review", args=[c]) + "?week=2026-11-16"], args.heavy_iterations),
-        ("metrics", [f"/metrics?cluster={c}"], args.heavy_iterations),
-    ]
-    print(json.dumps({"machine": machine(), "load_before": load(), "database": args.database,
-                      "sample_sizes": {k: len(v) for k, v in picked.items()}}), flush=True)
-    for name, urls, n in endpoints:
-        if args.only and name not in args.only:
-            continue
-        if not urls:
-            print(json.dumps({"endpoint": name, "skipped": "nothing to sample"}), flush=True)
-            continue
-        print(json.dumps(measure(member if "team member" in name else client, name, urls, n, args.timeout)), flush=True)
+        missing = [n for n in sizes if not Cluster.objects.filter(name=cluster_name(n)).exists()]
+        if missing:
+            raise SystemExit(f"{args.database} has no cluster for {missing} nodes: run without --reuse")
+    admin, member = clients()
+    print(table(sizes, measure_all(sizes, args, admin, member)), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """A week of 30-second snapshots of a 2,000-node cluster with 1% hourly churn, without 20,160 collections.
 
-    .venv/bin/python bench/week_history.py [--nodes 2000] [--days 7] [--database claimline_bench_week]
+    .venv/bin/python bench/week_history.py [--nodes 2000] [--days 7 | --hours H] [--database claimline_bench_week]
 
 How it is built (cluster ``week``, from Monday 2026-11-16 00:00 UTC):
 
@@ -62,6 +62,7 @@ def generations(nodes: int, start: datetime, hours: int, churn: float, pods_per_
     ``_Generator.churned`` replays every earlier generation for every unit (O(h) each); this
     carries each unit's (times churned, last generation) from one hour to the next instead.
     """
+    from collector.gcpause import gc_paused
     from demo import synthetic
 
     memo: dict[int, tuple[int, int, int]] = {}  # unit -> (generation, times, last)
@@ -77,7 +78,7 @@ def generations(nodes: int, start: datetime, hours: int, churn: float, pods_per_
 
     for h in range(hours):
         gen = Incremental(nodes, 8, start + h * HOUR, 0, churn, h, HOUR, pods_per_node)
-        with synthetic._gc_paused():
+        with gc_paused():
             yield list(gen)
 
 
@@ -121,18 +122,18 @@ def vacuum() -> None:
             cur.execute(f"VACUUM ANALYZE {table}")
 
 
-def build(nodes: int, days: int, churn: float, interval: int) -> dict[str, Any]:
+def write_hours(cluster_name: str, nodes: int, hours: int, churn: float, interval: int) -> Any:
+    """Write ``hours`` hours of the cluster's history (see the module docstring); yields after each hour.
 
+    Yields ``(hour, totals)``; ``views_bench.py`` builds its clusters with this too.
+    """
     from collector.history import get_cluster, start_snapshot, write_snapshot
     from collector.kinds import KINDS
     from collector.models import Snapshot
 
-    cluster = get_cluster("week")
+    cluster = get_cluster(cluster_name)
     per_hour = 3600 // interval
-    hours = 24 * days
-    totals = {"versions": 0, "deletions": 0, "snapshots": 0}
-    baseline: dict[str, Any] | None = None
-    started = time.perf_counter()
+    totals = {"versions": 0, "deletions": 0, "snapshots": 0, "objects_seen": 0}
     for h, objects in enumerate(generations(nodes, WEEK_START, hours, churn)):
         at = WEEK_START + h * HOUR
         stored = stored_objects(objects)
@@ -141,6 +142,7 @@ def build(nodes: int, days: int, churn: float, interval: int) -> dict[str, Any]:
         result = write_snapshot(snap, stored, KINDS, finished=at + timedelta(seconds=4))
         totals["versions"] += result.versions_written
         totals["deletions"] += result.deletions
+        totals["objects_seen"] = result.objects_seen
         Snapshot.objects.bulk_create(
             [
                 Snapshot(
@@ -157,10 +159,20 @@ def build(nodes: int, days: int, churn: float, interval: int) -> dict[str, Any]:
             batch_size=2000,
         )
         totals["snapshots"] += per_hour
+        yield h, totals
+
+
+def build(nodes: int, days: int, churn: float, interval: int, hours: int | None = None) -> dict[str, Any]:
+    hours = hours if hours is not None else 24 * days
+    span = hours / 24  # days
+    baseline: dict[str, Any] | None = None
+    started = time.perf_counter()
+    totals: dict[str, int] = {}
+    for h, totals in write_hours("week", nodes, hours, churn, interval):
         if h == 0:
             vacuum()
             baseline = sizes()
-            print(json.dumps({"after": "first hour", "objects": result.objects_seen, **baseline}), flush=True)
+            print(json.dumps({"after": "first hour", "objects": totals["objects_seen"], **baseline}), flush=True)
         if (h + 1) % 24 == 0:
             vacuum()
             print(
@@ -179,18 +191,18 @@ def build(nodes: int, days: int, churn: float, interval: int) -> dict[str, Any]:
     final = sizes()
     return {
         "nodes": nodes,
-        "days": days,
+        "days": span,
         "snapshot_interval_s": interval,
         "hourly_churn": churn,
-        **totals,
+        **{k: v for k, v in totals.items() if k != "objects_seen"},
         "total_bytes": final["total_bytes"],
-        "bytes_per_day_total": round(final["total_bytes"] / days),
-        "growth_bytes_per_day": round((final["total_bytes"] - baseline["total_bytes"]) / days),
+        "bytes_per_day_total": round(final["total_bytes"] / span),
+        "growth_bytes_per_day": round((final["total_bytes"] - baseline["total_bytes"]) / span),
         "first_hour_bytes": baseline["total_bytes"],
         "snapshot_table_bytes_per_day": round(
-            (final["collector_snapshot"]["total_bytes"] - baseline["collector_snapshot"]["total_bytes"]) / days
+            (final["collector_snapshot"]["total_bytes"] - baseline["collector_snapshot"]["total_bytes"]) / span
         ),
-        "versions_per_day": round(totals["versions"] / days),
+        "versions_per_day": round(totals["versions"] / span),
         "objectversion_rows": final["collector_objectversion"]["rows"],
         "snapshot_rows": final["collector_snapshot"]["rows"],
         "build_s": round(time.perf_counter() - started),
@@ -201,6 +213,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=2000)
     parser.add_argument("--days", type=int, default=7)
+    parser.add_argument("--hours", type=int, help="instead of --days (the smoke test builds 2 hours)")
     parser.add_argument("--churn", type=float, default=0.01, help="fraction of workload units changed per hour")
     parser.add_argument("--interval", type=int, default=30, help="seconds between snapshots")
     parser.add_argument("--database", default="claimline_bench_week")
@@ -212,7 +225,7 @@ def main() -> None:
         check_equivalence()
     setup_django(recreate_database(args.database))
     print(json.dumps({"machine": machine(), "load_before": load(), "database": args.database}), flush=True)
-    print(json.dumps(build(args.nodes, args.days, args.churn, args.interval)), flush=True)
+    print(json.dumps(build(args.nodes, args.days, args.churn, args.interval, args.hours)), flush=True)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,10 @@ def redactor_for(user: AbstractBaseUser | AnonymousUser, cluster: Cluster, state
     scope = scope_for(user, cluster)
     if scope.admin:
         return Redactor(scope, ())
-    known = {ns_name(o)[1] for o in state.of_kind("Namespace")}
-    for kind in ("ResourceClaim", "Pod"):
-        known.update(ns_name(o)[0] for o in state.of_kind(kind))
+    known = state.derived.get("namespaces")
+    if known is None:  # every Pod and claim of the cluster: once per state, not per page
+        known = {ns_name(o)[1] for o in state.of_kind("Namespace")}
+        for kind in ("ResourceClaim", "Pod"):
+            known.update(ns_name(o)[0] for o in state.of_kind(kind))
+        state.derived["namespaces"] = frozenset(known)
     return Redactor(scope, known)

@@ -14,13 +14,14 @@ from django.views.decorators.http import require_GET
 
 from collector.models import Cluster
 from dashboard import charts
-from dashboard.access import redactor_for
+from dashboard.access import is_platform_admin, redactor_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.overview import across_clusters, overview
 from dashboard.domain.timefmt import parse_time
 from dashboard.history import collection_health
 from dashboard.reading import ReadError, cluster_audit, cluster_leaks, leak_thresholds, open_history
 from dashboard.views import render_page
+from notify.delivery import failing_receivers
 
 
 def collection_status(cluster: Cluster | None, usable_at: datetime | None) -> dict[str, Any]:
@@ -70,7 +71,12 @@ def home(request: HttpRequest) -> HttpResponse:
         row["status"] = collection_status(cluster, _as_of(row["doc"]))
         rows.append(row)
     total = across_clusters(r["doc"] for r in rows if r["doc"])
-    return render_page(request, "dashboard/fleet.html", {"rows": rows, "total": total}, "fleet")
+    context = {
+        "rows": rows,
+        "total": total,
+        "failing_receivers": failing_receivers() if is_platform_admin(request.user) else [],
+    }
+    return render_page(request, "dashboard/fleet.html", context, "fleet")
 
 
 @require_GET
@@ -84,4 +90,6 @@ def cluster_overview(request: HttpRequest, cluster: str) -> HttpResponse:
     else:
         context.update(doc=doc, chart=charts.devices_over_time(doc["series"], height=260))
     context["status"] = collection_status(c, _as_of(context["doc"]))
+    # Receivers are the platform's configuration (URLs, addresses): only admins are told they fail.
+    context["failing_receivers"] = failing_receivers() if is_platform_admin(request.user) else []
     return render_page(request, "dashboard/overview.html", context, "overview")

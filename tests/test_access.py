@@ -186,3 +186,23 @@ def test_trusted_proxy_header_sign_in(demo_history: Any, settings: Any) -> None:
         assert list(User.objects.get(username="carol").groups.values_list("name", flat=True)) == ["ml-training"]
         spoofed = Client(REMOTE_ADDR="10.1.2.3").get("/c/demo/", HTTP_X_FORWARDED_USER="mallory")
         assert spoofed.status_code == 302 and not User.objects.filter(username="mallory").exists()
+
+
+def test_two_teams_over_one_cached_history_each_get_their_own_redaction(clients: dict[str, Client]) -> None:
+    from collector.models import Cluster
+    from dashboard.access import redactor_for
+    from dashboard.reading import open_history
+
+    research = login("researcher", ["research-team"])
+    NamespaceGrant.objects.create(group=Group.objects.get(name="research-team"), namespace="research")
+    history = open_history(None, None)
+    cluster = Cluster.objects.get(name=history.cluster.name)
+    member = redactor_for(User.objects.get(username="member"), cluster, history.state)
+    researcher = redactor_for(User.objects.get(username="researcher"), cluster, history.state)
+    assert "research" in member.hidden and "ml-training" not in member.hidden
+    assert "ml-training" in researcher.hidden and "research" not in researcher.hidden
+    assert open_history(None, None).state is history.state  # the namespaces were read once, for both
+    # And through the pages: each sees its own Pod and not the other's.
+    assert clients["member"].get(f"/c/{cluster.name}/pods/{OWN_POD}/").status_code == 200
+    assert research.get(f"/c/{cluster.name}/pods/{OWN_POD}/").status_code == 404
+    assert research.get(f"/c/{cluster.name}/pods/{OTHER_POD}/").status_code == 200

@@ -69,6 +69,47 @@ def test_slice_of_a_not_ready_node_names_the_claims_on_it() -> None:
     assert "ml/held" in found[0]["message"]
 
 
+def test_not_ready_node_counts_every_slice_of_its_pool_and_lists_only_that_pools_holders() -> None:
+    objs = [o for o in healthy_cluster() if o["kind"] != "ResourceSlice"]
+    objs[3] = b.node("gpu-node-0", T0 - 90 * 24 * H, ready=False, ready_since=T0 - 2 * H)
+    devices = b.gpu_devices("gpu-node-0", 8)
+    objs += [
+        b.resource_slice("gpu-node-0", devices[:3], slice_count=2, name="n0-a"),
+        b.resource_slice("gpu-node-0", devices[3:], slice_count=2, name="n0-b"),
+        b.resource_slice("gpu-node-1", b.gpu_devices("gpu-node-1", 8)),
+    ]
+    held = [
+        b.claim(NS, f"held-{i}", [b.request()], T0 - 3 * H, allocated=[("gpu", "gpu-node-0", f"gpu-{i}")])
+        for i in range(5)
+    ]
+    observer = b.claim(
+        NS, "observer", [b.request()], T0 - 3 * H, allocated=[("gpu", "gpu-node-0", "gpu-0")], admin_access=True
+    )
+    elsewhere = b.claim(NS, "elsewhere", [b.request()], T0 - 3 * H, allocated=[("gpu", "gpu-node-1", "gpu-0")])
+    found = [w for w in warnings([*objs, *held, observer, elsewhere]) if w["kind"] == "stale-inventory"]
+    assert [w["subject"] for w in found] == ["gpu-node-0"]
+    message = found[0]["message"]
+    assert "advertises 8 devices in pool gpu-node-0" in message
+    # Five holders, the first three by name; adminAccess observes a device without holding it.
+    assert "5 claims still hold devices from it (ml/held-0, ml/held-1, ml/held-2 …)" in message
+    assert "observer" not in message and "elsewhere" not in message
+
+
+def test_ready_nodes_with_held_devices_are_quiet() -> None:
+    claim = b.claim(NS, "held", [b.request()], T0 - 3 * H, allocated=[("gpu", "gpu-node-0", "gpu-1")])
+    assert warnings([*healthy_cluster(), claim]) == []
+
+
+def test_vanished_slices_name_the_claims_still_holding_their_devices() -> None:
+    before = healthy_cluster()
+    after = [o for o in before if not (o["kind"] == "ResourceSlice" and o["spec"]["nodeName"] == "gpu-node-1")]
+    claim = b.claim(NS, "held", [b.request()], T0 - 3 * H, allocated=[("gpu", "gpu-node-1", "gpu-2")])
+    other = b.claim(NS, "other", [b.request()], T0 - 3 * H, allocated=[("gpu", "gpu-node-0", "gpu-2")])
+    found = warnings([*before, claim, other], (T0 + H, [*after, claim, other]))
+    assert kinds(found) == [("stale-inventory", "gpu-node-1")]
+    assert found[0]["message"].endswith("; 1 claim still holds devices from it (ml/held)")
+
+
 def test_driver_slices_vanished_from_a_live_node() -> None:
     before = healthy_cluster()
     after = [o for o in before if not (o["kind"] == "ResourceSlice" and o["spec"]["nodeName"] == "gpu-node-1")]

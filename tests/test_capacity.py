@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from dashboard.domain.capacity import CSV_HEADER, allocation_stretches, review_csv_rows, weekly_review
+from dashboard.domain.capacity import (
+    CSV_HEADER,
+    InventoryTimeline,
+    allocation_stretches,
+    review_csv_rows,
+    weekly_review,
+)
+from dashboard.domain.inventory import advertised_devices
 from dashboard.domain.leaks import Thresholds
-from dashboard.domain.state import MemoryHistory, Version
+from dashboard.domain.state import ClusterState, MemoryHistory, Version
 from demo import builders as b
 
 H = timedelta(hours=1)
@@ -248,3 +256,38 @@ def test_slices_advertise_from_their_creation_even_before_history_began() -> Non
     review = weekly_review(history, week)
     # Two devices for the whole week, not only from the first snapshot on.
     assert review["totals"]["advertised_device_hours"] == pytest.approx(2 * 7 * 24)
+
+
+def test_inventory_timeline_recounts_changed_pools_to_the_same_counts_as_a_full_recount() -> None:
+    """Slices change in one pool at a time (republished, split, retired, a node added); the
+    timeline recounts only those pools, and must agree with counting every device at each change."""
+    node_a, node_b = b.gpu_devices("node-a", 8, b.A100_40GB), b.gpu_devices("node-b", 4, b.H100_80GB)
+    a = b.resource_slice("node-a", node_a)
+    b1 = b.resource_slice("node-b", node_b)
+    # Created when first seen: a slice first seen later counts from its creation (tested above).
+    a_next = [
+        b.resource_slice("node-a", node_a[:6], generation=2, slice_count=2, name="node-a-g2-0", created=PREV + H),
+        b.resource_slice("node-a", node_a[6:], generation=2, slice_count=2, name="node-a-g2-1", created=PREV + 2 * H),
+    ]
+    node_c = b.resource_slice("node-c", b.gpu_devices("node-c", 2, b.H100_80GB), created=PREV + 3 * H)
+    fabric = b.resource_slice(
+        None, b.gpu_devices("fabric", 3, b.A100_40GB), pool="fabric", all_nodes=True, created=PREV + 3 * H
+    )
+    stages = [
+        (PREV - D, [a, b1]),
+        (PREV + H, [a, a_next[0], b1]),  # mid-republish: only the newest generation counts
+        (PREV + 2 * H, [*a_next, b1]),
+        (PREV + 3 * H, [*a_next, b1, node_c, fabric]),
+        (PREV + 4 * H, [*a_next, node_c, fabric]),
+        (PREV + 5 * H, [a_next[1], node_c]),
+    ]
+    history = MemoryHistory(stages)
+    timeline = InventoryTimeline.build(history, PREV)
+    assert timeline.times == [PREV, *(at for at, _ in stages[1:])]
+    for t in timeline.times:
+        live = {s["metadata"]["uid"]: s for s in next(objs for at, objs in reversed(stages) if at <= t)}
+        full: Counter[str] = Counter()
+        for device in advertised_devices(ClusterState(t, {"ResourceSlice": live})):
+            full[str(device.attribute("productName"))] += 1
+        assert list(timeline.at(t).items()) == list(full.items()), t
+    assert timeline.at(PREV + 5 * H) == Counter({A100: 2, H100: 2})

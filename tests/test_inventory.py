@@ -203,3 +203,14 @@ def test_allocation_node_from_a_label_selector_needs_the_nodes() -> None:
     assert allocation_node(claim, nodes) == "n2"
     unpinned = b.claim("ml", "any", [b.request()], CREATED, allocated=[("gpu", "net", "x")], node_selector={})
     assert allocation_node(unpinned, nodes) is None
+
+
+def test_a_states_inventory_is_built_once_and_kept_with_it() -> None:
+    objects = (b.node("n1", CREATED), b.resource_slice("n1", b.gpu_devices("n1", 2)))
+    state = state_of(*objects)
+    first = Inventory.of(state)
+    assert Inventory.of(state) is first
+    # An equal but separate state (another history as of another time) gets its own.
+    other = state_of(*objects)
+    assert other == state and Inventory.of(other) is not first
+    assert [d.name for d in Inventory.of(other).devices] == [d.name for d in first.devices]

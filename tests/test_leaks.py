@@ -291,6 +291,25 @@ def test_stuck_preparation_is_flagged_and_names_the_event() -> None:
     assert "FailedPrepareDynamicResources ×80" in leak["message"]
 
 
+def test_each_stuck_pod_names_only_its_own_preparation_failures_summed() -> None:
+    first = direct_pod("prep-0", "prep-gpu-0", T0, conditions=b.stuck_conditions(T0 + M, False))
+    second = direct_pod("prep-1", "prep-gpu-1", T0, conditions=b.stuck_conditions(T0 + M, False))
+    events = [
+        b.event(first, "FailedPrepareDynamicResources", "timed out", T0 + 2 * M, T0 + 3 * H, count=30),
+        b.event(first, "FailedPrepareDynamicResources", "device busy", T0 + 3 * H, T0 + 7 * H, count=50),
+        b.event(first, "FailedScheduling", "not this one", T0, T0 + M, count=9),
+        b.event(second, "FailedPrepareDynamicResources", "driver gone", T0 + 2 * M, T0 + 7 * H, count=4),
+    ]
+    claims = [
+        allocated_claim("prep-gpu-0", [first], T0 + M),
+        b.claim(NS, "prep-gpu-1", [b.request()], T0, allocated=[("gpu", NODE, "gpu-5")], allocated_at=T0 + M,
+                reserved_for=[second]),
+    ]
+    found = flagged(history((T0 + 7 * H, [*claims, first, second, *events])))
+    assert found["prep-gpu-0"]["message"].endswith("; FailedPrepareDynamicResources ×80: device busy.")
+    assert found["prep-gpu-1"]["message"].endswith("; FailedPrepareDynamicResources ×4: driver gone.")
+
+
 def test_pod_within_normal_startup_is_not_flagged() -> None:
     pod = direct_pod("new-0", "new-gpu", T0, conditions=b.stuck_conditions(T0 + M, False))
     h = history((T0 + 20 * M, [allocated_claim("new-gpu", [pod], T0 + M), pod]))

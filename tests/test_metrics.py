@@ -292,3 +292,15 @@ def test_pending_pods_agree_with_explain_on_the_demo_story() -> None:
     got = {labels: v for (_, labels), v in families["claimline_pending_pods"]["samples"].items()}
     assert got == expected
     assert len(expected) >= 3  # the story fails allocation, preparation and runtime
+
+
+def test_inventory_age_of_a_pool_follows_its_newest_slice() -> None:
+    devices = b.gpu_devices("node-a", 8)
+    old = b.resource_slice("node-a", devices[:4], slice_count=2, name="node-a-0")
+    new = b.resource_slice("node-a", devices[4:], slice_count=2, name="node-a-1")
+    changed = b.resource_slice("node-a", devices[4:7], slice_count=2, name="node-a-1")
+    node = b.node("node-a", T0 - 24 * H)
+    history = MemoryHistory([(T0, [node, old, new]), (T0 + 3 * H, [node, old, changed])], as_of=T0 + 4 * H)
+    families = parse(render_metrics(history))
+    assert value(families, "claimline_devices_advertised", driver="gpu.nvidia.com", pool="node-a", node="node-a") == 7
+    assert value(families, "claimline_inventory_age_seconds", driver="gpu.nvidia.com", pool="node-a") == 3600

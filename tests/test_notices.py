@@ -247,6 +247,29 @@ def test_a_refusing_receiver_is_not_retried(platform_receivers: WebhookReceiver,
     assert delivery.failing_receivers()[0]["status"] == "failed"
 
 
+@pytest.mark.django_db
+def test_a_failing_receiver_is_reported_on_the_overview_to_admins_only(
+    platform_receivers: WebhookReceiver, ml_team_receiver: Receiver, demo_history: Any
+) -> None:
+    Notice.objects.all().delete()
+    platform_receivers.statuses = [404] * 50
+    detection.scan(Cluster.objects.get(name="demo"), timezone.now())
+    for pk in delivery.dispatch(timezone.now()):
+        deliver.apply(args=(pk,))
+    admin = User.objects.create_user("owner", password="pw")
+    admin.groups.add(Group.objects.create(name="platform-admins"))
+    member = User.objects.create_user("member", password="pw")
+    member.groups.add(ml_team_receiver.group)
+    owner_client, member_client = Client(), Client()
+    owner_client.force_login(admin)
+    member_client.force_login(member)
+
+    page = owner_client.get("/c/demo/").content.decode()
+    assert 'data-testid="failing-receivers"' in page
+    assert "HTTP 404 Not Found" in page and "none ever succeeded" in page
+    assert 'data-testid="failing-receivers"' not in member_client.get("/c/demo/").content.decode()
+
+
 @pytest.fixture
 def team_receiver(webhook: WebhookReceiver) -> Receiver:
     team = Group.objects.create(name="research-team")

@@ -185,3 +185,12 @@ def test_overview_queries_do_not_grow_with_history(
     counts = _cluster_page_queries(who, admin_client, "/c/{}/", OVERVIEW, django_assert_max_num_queries)
     # A kind is loaded once, when first needed: the bigger cluster's waiting Pods may need one more.
     assert counts["small"] <= counts["big"] <= counts["small"] + 1
+
+
+def test_claims_list_next_page_reuses_the_claims_the_first_loaded(
+    histories: dict[str, str], admin_client: Client, django_assert_max_num_queries: Any
+) -> None:
+    first = _queries(admin_client, "/c/big/claims", CLAIMS_LIST, django_assert_max_num_queries)
+    # Same snapshot: the per-process history cache already holds every claim.
+    again = _queries(admin_client, "/c/big/claims?page=2", CLAIMS_LIST, django_assert_max_num_queries)
+    assert again < first

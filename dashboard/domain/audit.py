@@ -62,21 +62,33 @@ def _pool_subject(slices: list[Object], pool: str) -> str:
     return pool
 
 
-def _claims_on_pool(state: ClusterState, driver: str, pool: str) -> list[str]:
-    names = set()
-    for claim in state.of_kind("ResourceClaim"):
-        if any(r.driver == driver and r.pool == pool and not r.admin_access for r in allocated_devices(claim)):
-            names.add("/".join(ns_name(claim)))
-    return sorted(names)
+class _PoolHolders:
+    """The claims holding devices of each pool, indexed over every claim on first use.
 
+    Only a warning's note needs them, and most audits warn about few pools (or
+    none): a scan of every claim per pool made the audit quadratic in the cluster.
+    """
 
-def _holders_note(state: ClusterState, driver: str, pool: str) -> str:
-    holders = _claims_on_pool(state, driver, pool)
-    if not holders:
-        return ""
-    shown = ", ".join(holders[:3]) + (" …" if len(holders) > 3 else "")
-    verb = "holds" if len(holders) == 1 else "hold"
-    return f"; {_plural(len(holders), 'claim')} still {verb} devices from it ({shown})"
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+        self._by_pool: dict[tuple[str, str], set[str]] | None = None
+
+    def of(self, driver: str, pool: str) -> list[str]:
+        if self._by_pool is None:
+            self._by_pool = {}
+            for claim in self._state.of_kind("ResourceClaim"):
+                for r in allocated_devices(claim):
+                    if not r.admin_access:
+                        self._by_pool.setdefault((r.driver, r.pool), set()).add("/".join(ns_name(claim)))
+        return sorted(self._by_pool.get((driver, pool), ()))
+
+    def note(self, driver: str, pool: str) -> str:
+        holders = self.of(driver, pool)
+        if not holders:
+            return ""
+        shown = ", ".join(holders[:3]) + (" …" if len(holders) > 3 else "")
+        verb = "holds" if len(holders) == 1 else "hold"
+        return f"; {_plural(len(holders), 'claim')} still {verb} devices from it ({shown})"
 
 
 # --- stale-inventory -----------------------------------------------------------------------------
@@ -120,33 +132,25 @@ def _node_ready(node: Object) -> tuple[bool | None, datetime | None]:
     return None, None
 
 
-def _node_warnings(state: ClusterState) -> Iterator[Warning]:
+def _node_warnings(state: ClusterState, holders: _PoolHolders) -> Iterator[Warning]:
     nodes = {ns_name(n)[1]: n for n in state.of_kind("Node")}
     if not nodes:
         return  # a dump without Nodes says nothing about them
-    seen: set[tuple[str, str, str]] = set()
+    # Devices each node advertises per pool, counted in one pass (first slice by name first).
+    devices: dict[tuple[str, str, str], int] = {}
     for slice_obj in sorted(state.of_kind("ResourceSlice"), key=lambda s: ns_name(s)[1]):
         node_name = _spec(slice_obj).get("nodeName")
-        if not node_name:
-            continue
-        driver, pool = _pool(slice_obj)
-        key = (str(node_name), driver, pool)
-        if key in seen:
-            continue
-        seen.add(key)
-        devices = sum(
-            len(_spec(s).get("devices") or ())
-            for s in state.of_kind("ResourceSlice")
-            if _pool(s) == (driver, pool) and _spec(s).get("nodeName") == node_name
-        )
-        note = _holders_note(state, driver, pool)
-        node = nodes.get(str(node_name))
+        if node_name:
+            key = (str(node_name), *_pool(slice_obj))
+            devices[key] = devices.get(key, 0) + len(_spec(slice_obj).get("devices") or ())
+    for (node_name, driver, pool), count in devices.items():
+        node = nodes.get(node_name)
         if node is None:
             yield _warning(
                 STALE_INVENTORY,
-                str(node_name),
-                f"{driver} still advertises {_plural(devices, 'device')} in pool {pool} "
-                f"on node {node_name}, which no longer exists{note}.",
+                node_name,
+                f"{driver} still advertises {_plural(count, 'device')} in pool {pool} "
+                f"on node {node_name}, which no longer exists{holders.note(driver, pool)}.",
             )
             continue
         ready, since = _node_ready(node)
@@ -154,13 +158,13 @@ def _node_warnings(state: ClusterState) -> Iterator[Warning]:
             when = f" since {rfc3339(since)}" if since else ""
             yield _warning(
                 STALE_INVENTORY,
-                str(node_name),
+                node_name,
                 f"Node {node_name} is NotReady{when}, but {driver} still advertises "
-                f"{_plural(devices, 'device')} in pool {pool} from it{note}.",
+                f"{_plural(count, 'device')} in pool {pool} from it{holders.note(driver, pool)}.",
             )
 
 
-def _vanished_warnings(history: HistoryView) -> Iterator[Warning]:
+def _vanished_warnings(history: HistoryView, holders: _PoolHolders) -> Iterator[Warning]:
     """Drivers that published slices for a node (or pool) that still exists, and no longer do."""
     state = history.state
     live_nodes = {ns_name(n)[1] for n in state.of_kind("Node")}
@@ -189,7 +193,7 @@ def _vanished_warnings(history: HistoryView) -> Iterator[Warning]:
             STALE_INVENTORY,
             subject,
             f"{driver}'s slices for {place} ({_plural(count, 'device')}) vanished at {rfc3339(at)}; "
-            f"is the driver still running there?{_holders_note(state, driver, pool)}",
+            f"is the driver still running there?{holders.note(driver, pool)}",
         )
 
 
@@ -353,10 +357,11 @@ def _drift_warnings(state: ClusterState) -> Iterator[Warning]:
 def audit(history: HistoryView) -> dict[str, Any]:
     """Inventory and access warnings as of ``history.as_of``, sorted by kind and subject."""
     state = history.state
+    holders = _PoolHolders(state)
     found: list[Warning] = [
         *_generation_warnings(state),
-        *_node_warnings(state),
-        *_vanished_warnings(history),
+        *_node_warnings(state, holders),
+        *_vanished_warnings(history, holders),
         *_double_allocator_warnings(state),
         *_admin_namespace_warnings(state),
         *_admin_claim_warnings(state),

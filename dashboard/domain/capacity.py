@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dashboard.domain.equivalents import UNKNOWN_MODEL, claim_fractions, number, physical_devices
-from dashboard.domain.inventory import DeviceId, Inventory
+from dashboard.domain.inventory import DeviceId, Inventory, slice_pool
 from dashboard.domain.leaks import (
     CachedHistory,
     Thresholds,
@@ -196,13 +196,36 @@ class InventoryTimeline:
         times = sorted({start, *(v.at for vs in versions.values() for v in vs if v.at > start)})
         counts: list[Counter[str]] = []
         models: dict[DeviceId, str] = {}
+        # A pool's devices depend only on that pool's slices, so at each change only the pools
+        # whose slices changed are counted again (not every device of the cluster per change).
+        live: dict[str, Object] = {}
+        pool_slices: dict[tuple[str, str], dict[str, Object]] = {}
+        pool_counts: dict[tuple[str, str], Counter[str]] = {}
         for t in times:
-            live = {uid: obj for uid, vs in versions.items() if (obj := _at(vs, t)) is not None}
-            counter: Counter[str] = Counter()
-            for unit in physical_devices(Inventory.of(ClusterState(t, {"ResourceSlice": live}))):
-                models.update((d.id, unit.model) for d in unit.devices)
-                counter[unit.model] += 1
-            counts.append(counter)
+            changed: set[tuple[str, str]] = set()
+            for uid, vs in versions.items():
+                obj, was = _at(vs, t), live.get(uid)
+                if obj is was:
+                    continue
+                if was is not None:
+                    changed.add(slice_pool(was))
+                    del pool_slices[slice_pool(was)][uid], live[uid]
+                if obj is not None:
+                    changed.add(slice_pool(obj))
+                    pool_slices.setdefault(slice_pool(obj), {})[uid] = live[uid] = obj
+            for key in changed:
+                counter: Counter[str] = Counter()
+                pool_state = ClusterState(t, {"ResourceSlice": pool_slices.get(key, {})})
+                for unit in physical_devices(Inventory.of(pool_state)):
+                    models.update((d.id, unit.model) for d in unit.devices)
+                    counter[unit.model] += 1
+                pool_counts[key] = counter
+            # Summed in (driver, pool) order, so models come in the order of their first device.
+            total: Counter[str] = Counter()
+            for key in sorted(pool_counts):
+                for model, n in pool_counts[key].items():
+                    total[model] += n
+            counts.append(total)
         return cls(times, counts, models)
 
     def model(self, device: DeviceId) -> str:

@@ -84,9 +84,13 @@ def summarize_claim(claim: Object) -> ClaimSummary:
 
 
 def claim_summaries(state: ClusterState) -> list[ClaimSummary]:
-    return sorted(
-        (summarize_claim(c) for c in state.of_kind("ResourceClaim")), key=lambda s: (s.namespace, s.name)
-    )
+    """Every live claim's summary by namespace and name; computed once per state, kept with it."""
+    summaries = state.derived.get("claim_summaries")
+    if summaries is None:
+        summaries = state.derived["claim_summaries"] = sorted(
+            (summarize_claim(c) for c in state.of_kind("ResourceClaim")), key=lambda s: (s.namespace, s.name)
+        )
+    return list(summaries)
 
 
 def with_leak_flags(summaries: Iterable[ClaimSummary], leaks: Mapping[str, Any]) -> list[ClaimSummary]:

@@ -225,7 +225,7 @@ def _reach(spec: Mapping[str, Any], device: Mapping[str, Any]) -> Reach:
     return Reach()
 
 
-def _pool_key(slice_obj: Object) -> tuple[str, str]:
+def slice_pool(slice_obj: Object) -> tuple[str, str]:
     spec = _spec(slice_obj)
     pool = spec.get("pool") or {}
     return (str(spec.get("driver") or ""), str(pool.get("name") or ""))
@@ -242,7 +242,7 @@ def current_slices(state: ClusterState) -> dict[tuple[str, str], list[Object]]:
     """Slices of each (driver, pool) at the pool's highest generation."""
     by_pool: dict[tuple[str, str], list[Object]] = {}
     for slice_obj in state.of_kind("ResourceSlice"):
-        by_pool.setdefault(_pool_key(slice_obj), []).append(slice_obj)
+        by_pool.setdefault(slice_pool(slice_obj), []).append(slice_obj)
     current = {}
     for key, slices in by_pool.items():
         newest = max(_generation(s) for s in slices)
@@ -254,7 +254,7 @@ def pool_generations(state: ClusterState) -> dict[tuple[str, str], list[int]]:
     """Every generation each pool's slices carry, for audits of pools mid-update."""
     out: dict[tuple[str, str], set[int]] = {}
     for slice_obj in state.of_kind("ResourceSlice"):
-        out.setdefault(_pool_key(slice_obj), set()).add(_generation(slice_obj))
+        out.setdefault(slice_pool(slice_obj), set()).add(_generation(slice_obj))
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -410,14 +410,24 @@ class Inventory:
 
     @classmethod
     def of(cls, state: ClusterState) -> Inventory:
+        """The state's inventory, built on the first ask and kept with the state.
+
+        Every Pod page and simulation over a state needs it, and building it reads
+        every slice, node and claim of the cluster.
+        """
+        cached = state.derived.get("inventory")
+        if isinstance(cached, Inventory) and cached.state is state:
+            return cached
         devices = advertised_devices(state)
-        return cls(
+        inventory = cls(
             state=state,
             devices=devices,
             nodes=cluster_nodes(state),
             holders=device_holders(state),
             by_id={d.id: d for d in devices},
         )
+        state.derived["inventory"] = inventory
+        return inventory
 
     def drivers(self) -> set[str]:
         return {d.driver for d in self.devices}

@@ -496,14 +496,27 @@ def claim_owner(history: HistoryView, claim: Object, at: datetime) -> dict[str, 
     }
 
 
-def _prepare_failures(history: HistoryView, pod_uid: str) -> tuple[int, str]:
-    count, message = 0, ""
-    for ev in history.state.of_kind("Event"):
-        involved = ev.get("involvedObject") or {}
-        if involved.get("uid") == pod_uid and ev.get("reason") == PREPARE_FAILED_EVENT:
-            count += int(ev.get("count") or 1)
-            message = str(ev.get("message") or "")
-    return count, message
+class PrepareFailures:
+    """Live ``FailedPrepareDynamicResources`` events by Pod UID: (repeat count summed, last message).
+
+    Indexed over every live event on the first ask, then shared by a report's
+    claims: scanning every event per failing Pod made the report quadratic.
+    """
+
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+        self._by_pod: dict[str, tuple[int, str]] | None = None
+
+    def of(self, pod_uid: str) -> tuple[int, str]:
+        if self._by_pod is None:
+            self._by_pod = {}
+            for ev in self._state.of_kind("Event"):
+                involved = ev.get("involvedObject") or {}
+                if ev.get("reason") == PREPARE_FAILED_EVENT and involved.get("uid"):
+                    uid = str(involved["uid"])
+                    count, _ = self._by_pod.get(uid, (0, ""))
+                    self._by_pod[uid] = (count + int(ev.get("count") or 1), str(ev.get("message") or ""))
+        return self._by_pod.get(pod_uid, (0, ""))
 
 
 def _hours(delta: timedelta) -> str:
@@ -523,7 +536,14 @@ def _consumer_phrase(c: Consumer) -> str:
     return f"pod {c.name} is {c.state} ({c.detail}) since {when}"
 
 
-def leak_message(history: HistoryView, claim: Object, condition: Condition, at: datetime, held: int) -> str:
+def leak_message(
+    history: HistoryView,
+    claim: Object,
+    condition: Condition,
+    at: datetime,
+    held: int,
+    failures: PrepareFailures | None = None,
+) -> str:
     namespace, name = ns_name(claim)
     held_for = _hours(at - condition.since)
     devices = f"{held} device{'s' if held != 1 else ''}"
@@ -545,8 +565,9 @@ def leak_message(history: HistoryView, claim: Object, condition: Condition, at: 
             f"{namespace}/{name} keeps {devices} allocated, but {every} is done: {phrases} (orphaned for {held_for})."
         )
     extra = ""
+    failures = failures or PrepareFailures(history.state)
     for c in condition.consumers:
-        count, message = _prepare_failures(history, c.uid)
+        count, message = failures.of(c.uid)
         if count:
             extra = f"; {PREPARE_FAILED_EVENT} ×{count}: {message}"
             break
@@ -565,6 +586,7 @@ def leak_entry(
     condition: Condition,
     at: datetime,
     thresholds: Thresholds,
+    failures: PrepareFailures | None = None,
     inventory: Inventory | None = None,
 ) -> dict[str, Any]:
     claim = claim_versions[-1].obj
@@ -594,7 +616,7 @@ def leak_entry(
         "threshold_seconds": thresholds.for_reason(condition.reason).total_seconds(),
         "owner": claim_owner(history, claim, at),
         "consumers": [c.as_dict() for c in condition.consumers],
-        "message": leak_message(history, claim, condition, at, len(devices)),
+        "message": leak_message(history, claim, condition, at, len(devices), failures),
     }
 
 
@@ -603,13 +625,14 @@ def find_leaks(history: HistoryView, thresholds: Thresholds | None = None) -> di
     thresholds = thresholds or Thresholds()
     at = history.as_of
     entries = []
+    failures = PrepareFailures(history.state)
     inventory: Inventory | None = None
     for claim in history.state.of_kind("ResourceClaim"):
         versions = _upto(history.versions("ResourceClaim", uid_of(claim)), at) or [Version(at, claim)]
         condition = flagged_condition(history, versions, at, thresholds)
         if condition is not None:
             inventory = inventory or Inventory.of(history.state)
-            entries.append(leak_entry(history, versions, condition, at, thresholds, inventory))
+            entries.append(leak_entry(history, versions, condition, at, thresholds, failures, inventory))
     entries.sort(key=lambda e: (-e["device_hours"], e["namespace"], e["name"]))
     return {"as_of": rfc3339(at), "thresholds": thresholds.as_dict(), "claims": entries}
 

@@ -142,10 +142,11 @@ def _inventory_families(history: HistoryView, inventory: Inventory) -> list[Fami
         advertised.add(1, **where)
         allocated.add(1 if device.id in inventory.holders else 0, **where)
     newest: dict[tuple[str, str], datetime] = {}
-    for device in inventory.devices:
-        versions = history.versions("ResourceSlice", device.slice_uid)
+    # Each slice's versions once, not once per device it lists.
+    pools = {device.slice_uid: (device.driver, device.pool) for device in inventory.devices}
+    for slice_uid, key in pools.items():
+        versions = history.versions("ResourceSlice", slice_uid)
         if versions:
-            key = (device.driver, device.pool)
             newest[key] = max(newest.get(key, versions[-1].at), versions[-1].at)
     for (driver, pool), at in sorted(newest.items()):
         age.set((history.as_of - at).total_seconds(), driver=driver, pool=pool)

@@ -54,6 +54,9 @@ class ClusterState:
     as_of: datetime
     objects: dict[str, dict[str, Object]] = field(default_factory=dict)
     _by_name: dict[tuple[str, str, str], Object] | None = field(default=None, repr=False)
+    # What the domain derives from the whole state once (the inventory), kept with it: a state
+    # never changes once built, and one cached history serves many pages and reports.
+    derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def of_kind(self, kind: str) -> list[Object]:
         return list(self.objects.get(kind, {}).values())
