@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dashboard.domain.equivalents import UNKNOWN_MODEL, claim_fractions, number, physical_devices
-from dashboard.domain.inventory import DeviceId, Inventory, slice_pool
+from dashboard.domain.inventory import DeviceId, Inventory, advertised_devices, slice_pool
 from dashboard.domain.leaks import (
     CachedHistory,
     Thresholds,
@@ -216,7 +216,7 @@ class InventoryTimeline:
             for key in changed:
                 counter: Counter[str] = Counter()
                 pool_state = ClusterState(t, {"ResourceSlice": pool_slices.get(key, {})})
-                for unit in physical_devices(Inventory.of(pool_state)):
+                for unit in physical_devices(advertised_devices(pool_state)):
                     models.update((d.id, unit.model) for d in unit.devices)
                     counter[unit.model] += 1
                 pool_counts[key] = counter
@@ -321,17 +321,22 @@ def _device_series(
     times = sorted({start, *(t for t in inventory.times if start <= t <= end), *(e[0] for e in events)})
     events.sort(key=lambda e: (e[0], e[1]))
     held: dict[DeviceId, float] = {}  # GPU-equivalents: a partition or a share adds its fraction
+    total = 0.0  # sum of min(held, 1) over devices, kept as events come
     series: list[dict[str, Any]] = []
     i = 0
     for t in times:
         while i < len(events) and events[i][0] <= t:
             _, delta, piece = events[i]
-            held[piece.device] = held.get(piece.device, 0.0) + delta * piece.fraction
-            if held[piece.device] <= 1e-9:
-                del held[piece.device]
+            before = held.get(piece.device, 0.0)
+            after = before + delta * piece.fraction
+            if after <= 1e-9:
+                held.pop(piece.device, None)
+                after = 0.0
+            else:
+                held[piece.device] = after
+            total += min(after, 1.0) - min(before, 1.0)
             i += 1
-        allocated_now = number(sum(min(f, 1.0) for f in held.values()))
-        point = {"at": rfc3339(t), "advertised": sum(inventory.at(t).values()), "allocated": allocated_now}
+        point = {"at": rfc3339(t), "advertised": sum(inventory.at(t).values()), "allocated": number(total)}
         if not series or {k: v for k, v in series[-1].items() if k != "at"} != {
             k: v for k, v in point.items() if k != "at"
         }:

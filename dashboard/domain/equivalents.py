@@ -12,14 +12,14 @@ any of its counters or capacities. The arithmetic stays in ``sharing``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from dashboard.domain.claims import allocation_results
 from dashboard.domain.inventory import AdvertisedDevice, DeviceId, Inventory
-from dashboard.domain.sharing import CounterSetKey, ledger_of
+from dashboard.domain.sharing import CounterSetKey, device_counters, ledger_of
 from dashboard.domain.sharing import held_fraction as _held_fraction
 from dashboard.domain.state import Object
 
@@ -33,6 +33,10 @@ def device_model(device: AdvertisedDevice) -> str:
 
 def result_fraction(inventory: Inventory, result: Mapping[str, Any]) -> float:
     """The share of its physical device one result holds; a device no longer advertised counts whole."""
+    device_id = (str(result.get("driver") or ""), str(result.get("pool") or ""), str(result.get("device") or ""))
+    device = inventory.by_id.get(device_id)
+    if device is None or not (device.shareable or device.entry.get("consumesCounters")):
+        return 1.0  # a whole device, or one no longer advertised (what it was is unknown)
     held = _held_fraction(inventory, result)
     return float(held) if held is not None else 1.0
 
@@ -66,12 +70,12 @@ class PhysicalDevice:
         return self.partitioned or any(d.shareable for d in self.devices)
 
 
-def physical_devices(inventory: Inventory) -> list[PhysicalDevice]:
+def physical_devices(devices: Iterable[AdvertisedDevice]) -> list[PhysicalDevice]:
     """Advertised devices grouped by the physical device they are (or are part of)."""
-    ledger = ledger_of(inventory)
     units: dict[Any, PhysicalDevice] = {}
-    for device in inventory.devices:
-        sets = sorted(ledger.counters_of(device))
+    for device in devices:
+        # Most devices draw on no counter set: no need for the ledger to know that.
+        sets = sorted(device_counters(device)) if device.entry.get("consumesCounters") else []
         key: Any = sets[0] if sets else device.id
         unit = units.get(key)
         if unit is None:
@@ -122,7 +126,7 @@ class ModelCount:
 
 def equivalents_by_model(inventory: Inventory) -> list[ModelCount]:
     counts: dict[tuple[str, str], ModelCount] = {}
-    for unit in physical_devices(inventory):
+    for unit in physical_devices(inventory.devices):
         row = counts.setdefault((unit.driver, unit.model), ModelCount(unit.driver, unit.model))
         row.advertised += 1
         row.allocated += held_share(inventory, unit)
