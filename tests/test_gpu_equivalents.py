@@ -145,3 +145,14 @@ def test_explain_counts_devices_short_of_counters(tmp_path: Path, capsys: pytest
     evidence = doc["claims"][0]["boundaries"]["allocation"]["evidence"]
     [match] = [e for e in evidence if e["kind"] == "DeviceMatch" and "matching" in e]  # the per-ask summary
     assert (match["matching"], match["held"], match["short"]) == (1, 0, 1)
+
+
+@pytest.mark.django_db
+def test_retained_page_gives_a_partitions_fraction_and_gpu_equivalent_hours(tmp_path: Path, admin_client: Any) -> None:
+    import_objects(tmp_path, [*cluster(), *unreserved_claims()], at=T0 + timedelta(hours=4))
+    body = admin_client.get("/c/demo/retained/").content.decode()
+    row = body.split(f'data-claim="{NS}/part"', 1)[1].split("</tr>", 1)[0]
+    assert f"{NODE}/gpu-0-mig-3g-0" in row and 'data-testid="fraction">(0.5 of a GPU)<' in row
+    assert "2.0 GPU-equivalent hours held, 1.5 leaked" in row
+    whole = body.split(f'data-claim="{NS}/whole"', 1)[1].split("</tr>", 1)[0]
+    assert "of a GPU" not in whole and "GPU-equivalent hours" not in whole
