@@ -14,8 +14,9 @@ from dashboard.access import is_platform_admin, redactor_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.capacity import review_csv_rows, review_table, weekly_review
 from dashboard.domain.device_history import device_history
-from dashboard.domain.inventory import advertised_devices, device_holders, typed_value
+from dashboard.domain.inventory import Inventory, advertised_devices, device_holders, typed_value
 from dashboard.domain.matching import class_selectors, match_devices
+from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 from dashboard.domain.state import meta
 from dashboard.history import StoredHistory
 from dashboard.reading import ReadError, cluster_audit, cluster_leaks, leak_thresholds, open_history
@@ -139,7 +140,10 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
         )
     rows.sort(key=lambda r: (r["node"], r["pool"], r["name"]))
     held = sum(1 for r in rows if r["holder"])
-    context = {"cluster": c, "rows": rows, "held": held, "as_of": history.as_of}
+    counter_sets = [
+        {**u, "holders": _visible(u["holders"], redactor)} for u in counter_set_usage(Inventory.of(history.state))
+    ]
+    context = {"cluster": c, "rows": rows, "held": held, "as_of": history.as_of, "counter_sets": counter_sets}
     return render_page(request, "dashboard/inventory.html", context, "inventory")
 
 
@@ -190,5 +194,22 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
     hidden = [x for x in doc["claims"] if not redactor.scope.sees(x["namespace"])]
     doc["claims"] = [x for x in doc["claims"] if redactor.scope.sees(x["namespace"])]
     doc["preparation_failures"] = [f for f in doc["preparation_failures"] if redactor.scope.sees(f["namespace"])]
-    context = {"cluster": c, "doc": doc, "hidden_claims": len(hidden)}
+    inventory = Inventory.of(history.state)
+    shared = shared_device_usage(inventory, (driver, pool, name))
+    if shared is not None:
+        shared["shares"] = _visible(shared["shares"], redactor)
+    counter_sets = [
+        {**u, "holders": _visible(u["holders"], redactor)} for u in counter_sets_of(inventory, (driver, pool, name))
+    ]
+    context = {
+        "cluster": c, "doc": doc, "hidden_claims": len(hidden), "shared": shared, "counter_sets": counter_sets
+    }
     return render_page(request, "dashboard/device.html", context, "device")
+
+
+def _visible(holders: list[dict[str, Any]], redactor: Any) -> list[dict[str, Any]]:
+    """Holders in namespaces the user may not see keep their amounts, not their names."""
+    return [
+        h if redactor.scope.sees(h["namespace"]) else {**h, "claim": "(another namespace)", "claim_uid": ""}
+        for h in holders
+    ]

@@ -1,6 +1,8 @@
 """The bundled demo cluster: five snapshots ten minutes apart of a small GPU cluster.
 
-Three GPU nodes (two with 8x A100 40GB, one with 8x H100 80GB) and a CPU node.
+Four GPU nodes (two with 8x A100 40GB, one with 8x H100 80GB, and ``worker-h100-mig-0`` with
+one H100 PCIe advertised whole and as two MIG 3g.40gb partitions sharing a counter set, next
+to an L40S whose memory is shared by capacity) and a CPU node.
 Across the snapshots every boundary fails once, with the evidence a real cluster
 leaves behind, next to healthy workloads and ordinary churn:
 
@@ -24,7 +26,17 @@ ml-training/jupyter-alice-0           StatefulSet pod recreated in stage 2 (new 
 research/resnet-sweep-3               prioritized list (A100, else H100); just created and
                                       unscheduled in 1, allocated ``gpu/a100`` and running
                                       from 2.
+research/mig-notebook-carol           healthy: MIG partition gpu-0-mig-3g-0 of the H100 PCIe
+                                      (half of its counter set ``gpu-0-counters``).
+ml-training/h100-bench-7r2mx          asks for the whole H100 PCIe: devices-in-use, the
+                                      notebook's claim holds 40Gi of its counter set.
+inference/triton-shared-0             healthy: a 24Gi share (asked 20Gi, 8Gi steps) of the
+                                      L40S's 48Gi memory (``allowMultipleAllocations``).
+inference/whisper-asr-0               healthy: ``nvidia.com/gpu: 1`` in its container, served
+                                      by the claim the scheduler created (A100 gpu-6).
 ====================================  =====================================================
+
+The shared workloads live in ``demo.story_sharing``.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 from demo import builders as b
+from demo import story_sharing as shared
 
 Obj = dict[str, Any]
 
@@ -108,6 +121,10 @@ DEMO_EXPECTATIONS: DemoExpectations = {
         _key(LLAMA_SERVE): (None, "ok"),
         _key(JUPYTER): (None, "ok"),
         _key(RESNET_SWEEP): (None, "ok"),
+        _key(shared.MIG_NOTEBOOK): (None, "ok"),
+        _key(shared.WHOLE_H100): ("allocation", "devices-in-use"),
+        _key(shared.SHARED_INFERENCE): (None, "ok"),
+        _key(shared.EXTENDED_GPU): (None, "ok"),
     },
     "incarnations": {
         _key(LLM_FINETUNE): 1,
@@ -118,6 +135,10 @@ DEMO_EXPECTATIONS: DemoExpectations = {
         _key(JUPYTER): 2,
         _key(RESNET_SWEEP): 1,
         _key(NIGHTLY_REPORT): 1,
+        _key(shared.MIG_NOTEBOOK): 1,
+        _key(shared.WHOLE_H100): 1,
+        _key(shared.SHARED_INFERENCE): 1,
+        _key(shared.EXTENDED_GPU): 1,
     },
     "leaks": {_key(REPORT_CLAIM): "orphaned-allocation"},
     # One A100 held since base - 3h.
@@ -130,6 +151,10 @@ DEMO_EXPECTATIONS: DemoExpectations = {
         f"{RESNET_SWEEP[0]}/{_gen_claim(RESNET_SWEEP)}",
         f"{LLM_FINETUNE[0]}/{_gen_claim(LLM_FINETUNE)}",
         f"{PRETRAIN[0]}/{_gen_claim(PRETRAIN, pod_claim='gpus')}",
+        f"{shared.MIG_NOTEBOOK[0]}/{_gen_claim(shared.MIG_NOTEBOOK)}",
+        f"{shared.WHOLE_H100[0]}/{_gen_claim(shared.WHOLE_H100)}",
+        f"{shared.SHARED_INFERENCE[0]}/{_gen_claim(shared.SHARED_INFERENCE)}",
+        f"{shared.EXTENDED_GPU[0]}/{shared.extended_claim_name()}",
     ],
     "warnings": [("admin-access-namespace", ADMIN_NAMESPACE)],
     "stages": {
@@ -172,6 +197,7 @@ def demo_stages(base: datetime) -> list[list[Obj]]:
         _retained_claim(st)
         _recreated_notebook(st)
         _prioritized_sweep(st)
+        shared.add_shared_workloads(st)
         stages.append(st.objects)
     return stages
 
@@ -211,6 +237,7 @@ def _platform(st: _Stage) -> None:
         st.add(b.node(name, cluster_born, labels=labels, heartbeat=st.at - timedelta(seconds=7)))
         st.add(b.resource_slice(name, b.gpu_devices(name, 8, model), created=cluster_born + timedelta(minutes=12)))
         st.add(_driver_plugin_pod(name, cluster_born + timedelta(minutes=10)))
+    shared.mig_platform(st, cluster_born)
     st.add(
         b.node(
             CPU_NODE,

@@ -77,9 +77,10 @@ def test_playground_matches_as_you_type(live_server, demo_history) -> None:  # t
         page.goto(live_server.url + "/c/demo/playground/")
         page.locator("#expression").fill("device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0")
         results = page.get_by_test_id("playground-results")
-        results.get_by_text("of 24 devices match").wait_for()
-        assert "8 of 24 devices match" in results.inner_text()
-        assert "all 16 have memory 40Gi" in page.get_by_test_id("why-not").first.inner_text()
+        # 28 devices: worker-h100-mig-0 adds a whole H100 PCIe (80Gi), two 3g.40gb partitions and an L40S (48Gi).
+        results.get_by_text("of 28 devices match").wait_for()
+        assert "10 of 28 devices match" in results.inner_text()
+        assert "all 18 have memory 40Gi" in page.get_by_test_id("why-not").first.inner_text()
         page.locator("#expression").fill("device.driver ==")
         page.get_by_test_id("playground-error").wait_for()
         assert "does not compile" in page.get_by_test_id("playground-error").inner_text()
@@ -96,7 +97,7 @@ def test_report_pages_and_charts(live_server, demo_history) -> None:  # type: ig
             page.locator(f"[data-testid={chart}][data-rendered=true] svg.main-svg").first.wait_for()
         assert page.get_by_test_id("review-table").locator("tr").count() > 2
         page.goto(live_server.url + "/c/demo/inventory/")
-        assert page.get_by_test_id("inventory").locator("tbody tr").count() == 24
+        assert page.get_by_test_id("inventory").locator("tbody tr").count() == 28  # 4 on worker-h100-mig-0
         page.goto(live_server.url + "/c/demo/audit/")
         assert "admin-access-namespace" in page.get_by_test_id("audit").inner_text()
         assert page.errors == []  # type: ignore[attr-defined]

@@ -52,16 +52,18 @@ def test_match_devices(demo_history: Any, capsys: pytest.CaptureFixture[str]) ->
     doc = cli_json(
         capsys, "match-devices", "--expression", "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0"
     )
-    assert doc["total"] == 24
-    assert len(doc["matched"]) == 8 and {d["pool"] for d in doc["matched"]} == {"worker-h100-0"}
+    # 8 H100s, plus on worker-h100-mig-0 the whole H100 PCIe, two 3g.40gb partitions and an L40S 48Gi.
+    assert doc["total"] == 28
+    assert len(doc["matched"]) == 10
+    assert {d["pool"] for d in doc["matched"]} == {"worker-h100-0", "worker-h100-mig-0"}
     assert doc["errors"] == []
-    assert len(doc["rejected"]) == 16
+    assert len(doc["rejected"]) == 18
     assert doc["why_not"] == [
-        "all 16 have memory 40Gi, which the request selector "
+        "all 18 have memory 40Gi, which the request selector "
         "`device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0` rejects"
     ]
     missing = cli_json(capsys, "match-devices", "--expression", "device.attributes['gpu.nvidia.com'].nope == 1")
-    assert len(missing["errors"]) == 24 and missing["matched"] == []
+    assert len(missing["errors"]) == 28 and missing["matched"] == []
 
 
 def test_match_devices_bad_expression_exits_non_zero(demo_history: Any) -> None:
@@ -114,7 +116,7 @@ def test_pages_render(demo_history: Any, admin_client: Client) -> None:
         "/c/demo/devices/gpu.nvidia.com/worker-a100-1/gpu-3/": "embeddings-0-gpu",
         "/c/demo/classes/": "gpu.nvidia.com",
         "/c/demo/audit/": "admin-access-namespace",
-        "/c/demo/playground/?expression=device.driver+%3D%3D+%27gpu.nvidia.com%27": "24</strong> of 24",
+        "/c/demo/playground/?expression=device.driver+%3D%3D+%27gpu.nvidia.com%27": "28</strong> of 28",
     }
     for url, text in pages.items():
         response = admin_client.get(url)

@@ -136,7 +136,8 @@ def test_overview_page_for_an_admin(clients: dict[str, Client]) -> None:
             assert f'href="/c/demo/pods/{pod}/"' in body
     for model, counts in devices_by_model().items():
         row = body.split(f'data-model="{model}">', 1)[1].split("</tr>", 1)[0]
-        assert [int(x.split("<")[0]) for x in row.split('class="num">')[1:]] == [
+        # GPU-equivalents: a half-held partitioned GPU shows 0.5 allocated and 0.5 free.
+        assert [float(x.split("<")[0]) for x in row.split('class="num">')[1:]] == [
             counts["advertised"], counts["allocated"], counts["free"]
         ]
     assert "batch/report-gpu" in body and 'href="/c/demo/retained/"' in body

@@ -18,6 +18,11 @@ How the numbers are made:
 - Advertised device-hours: devices of the newest generation of each pool
   (``inventory.advertised_devices``) integrated between ResourceSlice versions.
 - A device's model is its ``productName`` attribute as its slices advertised it.
+- GPU-equivalent hours: the same stretches, each device weighted by the fraction of
+  its physical GPU the claim holds (a partition's share of its counter set, a share
+  of a device's capacity; a whole device 1), read against the inventory as of
+  ``as_of``. Advertised devices and the device series count physical GPUs: a
+  partitioned GPU once, not once per partition.
 - Weeks are ``[start, start + 7 days)`` cut at ``as_of``; a cut week is ``partial``.
 """
 
@@ -30,7 +35,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from dashboard.domain.inventory import AdvertisedDevice, DeviceId, advertised_devices, slice_pool
+from dashboard.domain.equivalents import UNKNOWN_MODEL, claim_fractions, number, physical_devices
+from dashboard.domain.inventory import DeviceId, Inventory, advertised_devices, slice_pool
 from dashboard.domain.leaks import (
     CachedHistory,
     Thresholds,
@@ -43,8 +49,6 @@ from dashboard.domain.state import ClusterState, HistoryView, Object, Version, m
 from dashboard.domain.timefmt import parse_time, rfc3339
 
 WEEK = timedelta(days=7)
-UNKNOWN_MODEL = "unknown"
-MODEL_ATTRIBUTE = "productName"
 
 FLAT_FIELDS = (
     "allocated_device_hours",
@@ -53,6 +57,9 @@ FLAT_FIELDS = (
     "leaked_device_hours",
     "previous_leaked_device_hours",
     "leaked_delta",
+    # A partition or a share of a device counts the fraction of the physical GPU it holds (whole devices 1).
+    "allocated_gpu_equivalent_hours",
+    "leaked_gpu_equivalent_hours",
 )
 Hours = dict[str, float]
 CSV_HEADER = ["scope", "name", *FLAT_FIELDS, "reason"]
@@ -66,6 +73,8 @@ TABLE_HEADER = [
     "Leaked device-hours",
     "Week before",
     "Change",
+    "Allocated GPU-equivalent hours",
+    "Leaked GPU-equivalent hours",
     "Leak reason",
 ]
 SCOPE_NAMES = {"total": "All claims", "namespace": "Namespace", "model": "Model", "claim": "Claim"}
@@ -100,6 +109,7 @@ class Piece:
     start: datetime
     end: datetime
     reason: str = ""
+    fraction: float = 1.0  # of the physical device (equivalents.result_fraction)
 
 
 # --- allocation stretches ----------------------------------------------------------------------------
@@ -135,12 +145,17 @@ def allocation_stretches(
     return [s for s in out if s[1] > s[0]]
 
 
-def _allocated_pieces(claims: dict[str, list[Version]], until: datetime) -> list[Piece]:
+def _allocated_pieces(claims: dict[str, list[Version]], until: datetime, inventory: Inventory) -> list[Piece]:
+    """Fractions are read against ``inventory`` (as of the review); devices no longer advertised count whole."""
     pieces: list[Piece] = []
     for uid, versions in claims.items():
         namespace = next((ns_name(v.obj)[0] for v in versions if v.obj is not None), "")
+        fractions: dict[DeviceId, float] = {}
+        for v in versions:
+            if v.obj is not None:
+                fractions.update(claim_fractions(inventory, v.obj))
         for start, end, devices in allocation_stretches(versions, until):
-            pieces.extend(Piece(uid, namespace, d, start, end) for d in devices)
+            pieces.extend(Piece(uid, namespace, d, start, end, fraction=fractions.get(d, 1.0)) for d in devices)
     return pieces
 
 
@@ -149,16 +164,16 @@ def _leaked_pieces(
 ) -> list[Piece]:
     touched = sorted({p.claim_uid for p in allocated if window.hours(p.start, p.end) > 0})
     namespaces = {p.claim_uid: p.namespace for p in allocated}
+    fractions = {(p.claim_uid, p.device): p.fraction for p in allocated}
     pieces: list[Piece] = []
     for uid in touched:
         versions = history.versions("ResourceClaim", uid) or claims[uid]
         for iv in flagged_intervals(history, versions, window.start, window.end, th):
-            pieces.extend(Piece(uid, namespaces[uid], d, iv.start, iv.end, iv.reason) for d in iv.devices)
+            pieces.extend(
+                Piece(uid, namespaces[uid], d, iv.start, iv.end, iv.reason, fractions.get((uid, d), 1.0))
+                for d in iv.devices
+            )
     return pieces
-
-
-def device_model(device: AdvertisedDevice) -> str:
-    return str(device.attribute(MODEL_ATTRIBUTE) or UNKNOWN_MODEL)
 
 
 # --- inventory over time ------------------------------------------------------------------------------
@@ -166,7 +181,10 @@ def device_model(device: AdvertisedDevice) -> str:
 
 @dataclass
 class InventoryTimeline:
-    """Advertised devices (by model) after each ResourceSlice change, from ``start`` on."""
+    """Advertised physical devices (by model) after each ResourceSlice change, from ``start`` on.
+
+    A partitioned GPU counts once (``equivalents.physical_devices``), its partitions take its model.
+    """
 
     times: list[datetime]
     counts: list[Counter[str]]  # model -> devices advertised from times[i] on
@@ -197,10 +215,10 @@ class InventoryTimeline:
                     pool_slices.setdefault(slice_pool(obj), {})[uid] = live[uid] = obj
             for key in changed:
                 counter: Counter[str] = Counter()
-                for device in advertised_devices(ClusterState(t, {"ResourceSlice": pool_slices.get(key, {})})):
-                    model = device_model(device)
-                    models[device.id] = model
-                    counter[model] += 1
+                pool_state = ClusterState(t, {"ResourceSlice": pool_slices.get(key, {})})
+                for unit in physical_devices(advertised_devices(pool_state)):
+                    models.update((d.id, unit.model) for d in unit.devices)
+                    counter[unit.model] += 1
                 pool_counts[key] = counter
             # Summed in (driver, pool) order, so models come in the order of their first device.
             total: Counter[str] = Counter()
@@ -245,10 +263,10 @@ def _at(versions: Sequence[Version], t: datetime) -> Object | None:
 # --- tallies ------------------------------------------------------------------------------------------
 
 
-def _sum(pieces: Iterable[Piece], window: Window, key: Callable[[Piece], str]) -> Hours:
+def _sum(pieces: Iterable[Piece], window: Window, key: Callable[[Piece], str], equivalents: bool = False) -> Hours:
     out: Hours = {}
     for p in pieces:
-        hours = window.hours(p.start, p.end)
+        hours = window.hours(p.start, p.end) * (p.fraction if equivalents else 1.0)
         if hours > 0:
             out[key(p)] = out.get(key(p), 0.0) + hours
     return out
@@ -258,7 +276,9 @@ def _r(x: float) -> float:
     return round(x, 2)
 
 
-def _flat(alloc: Hours, prev_alloc: Hours, leak: Hours, prev_leak: Hours, k: str) -> dict[str, Any]:
+def _flat(
+    alloc: Hours, prev_alloc: Hours, leak: Hours, prev_leak: Hours, eq_alloc: Hours, eq_leak: Hours, k: str
+) -> dict[str, Any]:
     a, pa, lk, pl = (d.get(k, 0.0) for d in (alloc, prev_alloc, leak, prev_leak))
     return {
         "allocated_device_hours": _r(a),
@@ -267,6 +287,8 @@ def _flat(alloc: Hours, prev_alloc: Hours, leak: Hours, prev_leak: Hours, k: str
         "leaked_device_hours": _r(lk),
         "previous_leaked_device_hours": _r(pl),
         "leaked_delta": _r(lk - pl),
+        "allocated_gpu_equivalent_hours": _r(eq_alloc.get(k, 0.0)),
+        "leaked_gpu_equivalent_hours": _r(eq_leak.get(k, 0.0)),
     }
 
 
@@ -278,8 +300,9 @@ def _breakdown(
     allocated: list[Piece], leaked: list[Piece], week: Window, prev: Window, key: Callable[[Piece], str]
 ) -> tuple[list[str], Callable[[str], dict[str, Any]]]:
     sums = [_sum(allocated, week, key), _sum(allocated, prev, key), _sum(leaked, week, key), _sum(leaked, prev, key)]
+    equivalents = [_sum(allocated, week, key, True), _sum(leaked, week, key, True)]
     keys = sorted(set().union(*sums), key=lambda k: (-sums[0].get(k, 0.0), k))
-    return keys, lambda k: _flat(sums[0], sums[1], sums[2], sums[3], k)
+    return keys, lambda k: _flat(sums[0], sums[1], sums[2], sums[3], equivalents[0], equivalents[1], k)
 
 
 # --- the review ---------------------------------------------------------------------------------------
@@ -289,25 +312,31 @@ def _device_series(
     allocated: list[Piece], inventory: InventoryTimeline, start: datetime, end: datetime
 ) -> list[dict[str, Any]]:
     """Allocated vs advertised devices at ``start`` and at every change up to ``end``."""
-    events: list[tuple[datetime, int, DeviceId]] = []
+    events: list[tuple[datetime, int, Piece]] = []
     for p in allocated:
         if p.end > start and p.start < end:
-            events.append((max(p.start, start), 1, p.device))
+            events.append((max(p.start, start), 1, p))
             if p.end < end:  # stretches still open at the end stay counted
-                events.append((p.end, -1, p.device))
+                events.append((p.end, -1, p))
     times = sorted({start, *(t for t in inventory.times if start <= t <= end), *(e[0] for e in events)})
     events.sort(key=lambda e: (e[0], e[1]))
-    held: Counter[DeviceId] = Counter()
+    held: dict[DeviceId, float] = {}  # GPU-equivalents: a partition or a share adds its fraction
+    total = 0.0  # sum of min(held, 1) over devices, kept as events come
     series: list[dict[str, Any]] = []
     i = 0
     for t in times:
         while i < len(events) and events[i][0] <= t:
-            _, delta, device = events[i]
-            held[device] += delta
-            if held[device] <= 0:
-                del held[device]
+            _, delta, piece = events[i]
+            before = held.get(piece.device, 0.0)
+            after = before + delta * piece.fraction
+            if after <= 1e-9:
+                held.pop(piece.device, None)
+                after = 0.0
+            else:
+                held[piece.device] = after
+            total += min(after, 1.0) - min(before, 1.0)
             i += 1
-        point = {"at": rfc3339(t), "advertised": sum(inventory.at(t).values()), "allocated": len(held)}
+        point = {"at": rfc3339(t), "advertised": sum(inventory.at(t).values()), "allocated": number(total)}
         if not series or {k: v for k, v in series[-1].items() if k != "at"} != {
             k: v for k, v in point.items() if k != "at"
         }:
@@ -320,7 +349,7 @@ def _device_series(
 def allocation_series(history: HistoryView, start: datetime) -> list[dict[str, Any]]:
     """Devices advertised and allocated from ``start`` to ``history.as_of``, at every change, as the review counts."""
     claims = history.all_versions("ResourceClaim", since=start)
-    allocated = _allocated_pieces(claims, history.as_of)
+    allocated = _allocated_pieces(claims, history.as_of, Inventory.of(history.state))
     return _device_series(allocated, InventoryTimeline.build(history, start), start, history.as_of)
 
 
@@ -344,7 +373,7 @@ def weekly_review(
     span = Window(series_start, week.end, week.full_end)
 
     claims = history.all_versions("ResourceClaim", since=series_start)
-    allocated = _allocated_pieces(claims, as_of)
+    allocated = _allocated_pieces(claims, as_of, Inventory.of(history.state))
     leaked = _leaked_pieces(history, claims, allocated, span, th)
     inventory = InventoryTimeline.build(history, prev.start)
 
@@ -460,6 +489,6 @@ def _signed(value: str) -> str:
 def review_table(review: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The CSV's rows for reading on a page: column and scope names in words, changes signed."""
     rows = []
-    for scope, name, a, pa, da, lk, pl, dl, reason in review_csv_rows(review)[1:]:
-        rows.append([SCOPE_NAMES.get(scope, scope), name, a, pa, _signed(da), lk, pl, _signed(dl), reason])
+    for scope, name, a, pa, da, lk, pl, dl, eq_a, eq_l, reason in review_csv_rows(review)[1:]:
+        rows.append([SCOPE_NAMES.get(scope, scope), name, a, pa, _signed(da), lk, pl, _signed(dl), eq_a, eq_l, reason])
     return list(TABLE_HEADER), rows

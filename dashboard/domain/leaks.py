@@ -31,6 +31,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dashboard.domain.claims import allocation_results, consumers
+from dashboard.domain.equivalents import claim_fractions, equivalent_hours
+from dashboard.domain.inventory import Inventory
 from dashboard.domain.state import ClusterState, HistoryView, Object, Version, meta, ns_name, uid_of
 from dashboard.domain.timefmt import parse_time, rfc3339
 
@@ -169,8 +171,12 @@ def allocation_since(claim_versions: Sequence[Version]) -> datetime | None:
     return since
 
 
+def _span_hours(since: datetime, until: datetime) -> float:
+    return max((until - since).total_seconds(), 0.0) / 3600.0
+
+
 def device_hours(device_count: int, since: datetime, until: datetime) -> float:
-    return round(device_count * max((until - since).total_seconds(), 0.0) / 3600.0, 2)
+    return round(device_count * _span_hours(since, until), 2)
 
 
 def flagged_from(condition: Condition, thresholds: Thresholds) -> datetime:
@@ -581,13 +587,19 @@ def leak_entry(
     at: datetime,
     thresholds: Thresholds,
     failures: PrepareFailures | None = None,
+    inventory: Inventory | None = None,
 ) -> dict[str, Any]:
     claim = claim_versions[-1].obj
     assert claim is not None
     namespace, name = ns_name(claim)
-    devices = held_devices(claim)
+    devices: list[dict[str, Any]] = list(held_devices(claim))
     since = allocation_since(claim_versions) or claim_versions[-1].at
     leaking = max(flagged_from(condition, thresholds), since)
+    # Shared devices (a partition, a share of capacity) count as the fraction of the physical GPU they hold.
+    fractions = claim_fractions(inventory or Inventory.of(history.state), claim)
+    for device, (_, fraction) in zip(devices, fractions, strict=True):
+        if fraction != 1.0:  # a whole device keeps its entry's old shape
+            device["fraction"] = round(fraction, 4)
     return {
         "uid": uid_of(claim),
         "namespace": namespace,
@@ -598,6 +610,8 @@ def leak_entry(
         "device_hours": device_hours(len(devices), since, at),
         "flagged_since": rfc3339(leaking),
         "leaked_device_hours": device_hours(len(devices), leaking, at),
+        "gpu_equivalent_hours": equivalent_hours(fractions, _span_hours(since, at)),
+        "leaked_gpu_equivalent_hours": equivalent_hours(fractions, _span_hours(leaking, at)),
         "observed_since": rfc3339(condition.since),
         "threshold_seconds": thresholds.for_reason(condition.reason).total_seconds(),
         "owner": claim_owner(history, claim, at),
@@ -612,11 +626,13 @@ def find_leaks(history: HistoryView, thresholds: Thresholds | None = None) -> di
     at = history.as_of
     entries = []
     failures = PrepareFailures(history.state)
+    inventory: Inventory | None = None
     for claim in history.state.of_kind("ResourceClaim"):
         versions = _upto(history.versions("ResourceClaim", uid_of(claim)), at) or [Version(at, claim)]
         condition = flagged_condition(history, versions, at, thresholds)
         if condition is not None:
-            entries.append(leak_entry(history, versions, condition, at, thresholds, failures))
+            inventory = inventory or Inventory.of(history.state)
+            entries.append(leak_entry(history, versions, condition, at, thresholds, failures, inventory))
     entries.sort(key=lambda e: (-e["device_hours"], e["namespace"], e["name"]))
     return {"as_of": rfc3339(at), "thresholds": thresholds.as_dict(), "claims": entries}
 

@@ -495,6 +495,8 @@ def _match_evidence(sim: Simulation) -> list[dict[str, Any]]:
                     "needed": on_node.needed,
                     "matching": len(on_node.matching),
                     "held": len(on_node.held),
+                    # free of holders, but short of shared counters or capacity other claims hold
+                    "short": len(on_node.short),
                     "tainted": len(on_node.tainted),
                     "picked": [d.label for d in on_node.picked],
                 }

@@ -23,8 +23,8 @@ from dashboard.domain.audit import (
     audit,
 )
 from dashboard.domain.boundaries import BOUNDARIES, FAILED, PREPARE_FAILURE_REASONS, event_count, is_terminal
-from dashboard.domain.capacity import device_model
 from dashboard.domain.claims import summarize_claim
+from dashboard.domain.equivalents import device_model, equivalents_by_model
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
 from dashboard.domain.lifecycle import claim_lifecycles
@@ -163,7 +163,19 @@ def _model_families(inventory: Inventory) -> list[Family]:
         which = {"driver": device.driver, "model": device_model(device)}
         advertised.add(1, **which)
         allocated.add(1 if device.id in inventory.holders else 0, **which)
-    return [advertised, allocated]
+    # Partitions and shares of one GPU are several devices above; here each physical GPU counts once.
+    gpu_advertised = Family(
+        "model_gpu_equivalents_advertised", "gauge", "Physical GPUs advertised (partitions counted once), by model."
+    )
+    gpu_allocated = Family(
+        "model_gpu_equivalents_allocated",
+        "gauge",
+        "GPU-equivalents held by allocated claims (a partition or a share counts its fraction), by model.",
+    )
+    for row in equivalents_by_model(inventory):
+        gpu_advertised.add(row.advertised, driver=row.driver, model=row.model)
+        gpu_allocated.add(float(row.allocated), driver=row.driver, model=row.model)
+    return [advertised, allocated, gpu_advertised, gpu_allocated]
 
 
 def _warning_family(history: HistoryView) -> Family:
@@ -333,15 +345,20 @@ def _leak_families(history: HistoryView, thresholds: Thresholds) -> list[Family]
     flagged = Family("flagged_claims", "gauge", "Claims flagged as holding devices they should not, by reason.")
     hours = Family("flagged_device_hours", "gauge", "Device-hours held since allocation by flagged claims, by reason.")
     devices = Family("flagged_devices", "gauge", "Devices held by flagged claims, by reason.")
+    equivalents = Family(
+        "flagged_gpu_equivalent_hours",
+        "gauge",
+        "GPU-equivalent hours held since allocation by flagged claims (a partition or share counts its fraction).",
+    )
     for reason in REASONS:
-        flagged.set(0, reason=reason)
-        hours.set(0, reason=reason)
-        devices.set(0, reason=reason)
+        for family in (flagged, hours, devices, equivalents):
+            family.set(0, reason=reason)
     for claim in find_leaks(history, thresholds)["claims"]:
         flagged.add(1, reason=claim["reason"])
         hours.add(float(claim["device_hours"]), reason=claim["reason"])
         devices.add(len(claim["devices"]), reason=claim["reason"])
-    return [flagged, devices, hours]
+        equivalents.add(float(claim["gpu_equivalent_hours"]), reason=claim["reason"])
+    return [flagged, devices, hours, equivalents]
 
 
 def _collection_families(health: CollectionHealth) -> list[Family]:

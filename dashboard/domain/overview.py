@@ -16,7 +16,8 @@ from typing import Any
 
 from dashboard.domain.audit import audit
 from dashboard.domain.boundaries import BOUNDARIES, is_terminal
-from dashboard.domain.capacity import allocation_series, device_model
+from dashboard.domain.capacity import allocation_series
+from dashboard.domain.equivalents import equivalents_by_model, number
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
 from dashboard.domain.lifecycle import pod_lifecycle
@@ -34,23 +35,23 @@ COUNTS = ("advertised", "allocated", "free")
 
 
 def devices_by_model(inventory: Inventory) -> dict[str, Any]:
-    """Advertised devices by driver and model, with how many an allocation holds."""
-    advertised: Counter[tuple[str, str]] = Counter()
-    allocated: Counter[tuple[str, str]] = Counter()
-    for device in inventory.devices:
-        key = (device.driver, device_model(device))
-        advertised[key] += 1
-        allocated[key] += device.id in inventory.holders
+    """Physical devices by driver and model, with how many GPU-equivalents allocations hold.
+
+    A partitioned GPU counts once however many partitions it advertises, and what its
+    partitions (or a shared device's shares) hold counts as the fraction they hold.
+    """
     models = [
-        {"driver": driver, "model": model, "advertised": n, "allocated": allocated[(driver, model)],
-         "free": n - allocated[(driver, model)]}
-        for (driver, model), n in sorted(advertised.items())
+        {"driver": row.driver, "model": row.model, "advertised": row.advertised,
+         "allocated": number(row.allocated), "free": number(row.advertised - row.allocated),
+         "gpu_equivalents": row.shared}
+        for row in equivalents_by_model(inventory)
     ]
     return _with_totals(models)
 
 
 def _with_totals(models: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"models": models, **{k: sum(m[k] for m in models) for k in COUNTS}}
+    totals = {k: number(sum(m[k] for m in models)) for k in COUNTS}
+    return {"models": models, **totals, "equivalents": [m["model"] for m in models if m.get("gpu_equivalents")]}
 
 
 def waiting_pods(history: HistoryView, redactor: Redactor, inventory: Inventory) -> dict[str, Any]:
@@ -139,10 +140,11 @@ def across_clusters(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
         for m in doc["inventory"]["models"]:
             row = by_model.setdefault(
                 (m["driver"], m["model"]),
-                {"driver": m["driver"], "model": m["model"], **dict.fromkeys(COUNTS, 0)},
+                {"driver": m["driver"], "model": m["model"], **dict.fromkeys(COUNTS, 0), "gpu_equivalents": False},
             )
             for k in COUNTS:
-                row[k] += m[k]
+                row[k] = number(row[k] + m[k])
+            row["gpu_equivalents"] = row["gpu_equivalents"] or m.get("gpu_equivalents", False)
     return {
         "inventory": _with_totals([by_model[k] for k in sorted(by_model)]),
         "pods": sum(d["pods"]["total"] for d in docs),
