@@ -443,3 +443,33 @@ def test_worker_scans_sends_and_retries(
         names = {d.notice.name for d in deliveries}
         assert {key(REPORT_CLAIM), key(LLM_FINETUNE)} <= names
         assert all(body["text"].startswith("*[Claimline] demo:") for body in webhook.bodies)
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_notices_in_chromium(live_server: Any, platform_receivers: WebhookReceiver, demo_history: Any) -> None:
+    """What the admin sees after the demo's collections: each notice once, delivered to the webhook and e-mail."""
+    import os
+
+    from tests.browser import chromium_page, sign_in
+
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    call_command("ensure-demo-users")
+    with chromium_page() as page:
+        sign_in(page, live_server.url, "admin", "claimline-demo")
+        page.goto(live_server.url + "/c/demo/notices/")
+        rows = page.get_by_test_id("notice")
+        rows.first.wait_for()
+        by_subject = {}
+        for i in range(rows.count()):
+            cells = rows.nth(i).locator("td").all_inner_texts()
+            by_subject[cells[2].strip()] = cells
+        report, finetune = by_subject[key(REPORT_CLAIM)], by_subject[key(LLM_FINETUNE)]
+        assert (report[1], report[3]) == ("leak", "orphaned-allocation")
+        assert (finetune[1], finetune[3]) == ("pending-pod", "selector-unsatisfiable")
+        for cells in (report, finetune):
+            assert cells[5].count("sent") == 2, cells  # the webhook and the e-mail receiver
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        assert page.errors == []  # type: ignore[attr-defined]
+    assert len(platform_receivers.about(key(REPORT_CLAIM))) == 1
+    assert len([m for m in mail.outbox if key(LLM_FINETUNE) in m.subject]) == 1
