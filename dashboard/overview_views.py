@@ -21,6 +21,7 @@ from dashboard.domain.timefmt import parse_time
 from dashboard.history import collection_health
 from dashboard.reading import ReadError, cluster_audit, cluster_leaks, leak_thresholds, open_history
 from dashboard.views import render_page
+from derived.reading import waiting_verdicts
 from notify.delivery import failing_receivers
 
 
@@ -45,7 +46,12 @@ def _overview_of(cluster: Cluster, user: AbstractBaseUser | AnonymousUser, as_of
     return history.derived(
         ("overview", redactor.scope, thresholds),
         lambda: overview(
-            history, redactor, thresholds, leaks=cluster_leaks(history), audit_doc=cluster_audit(history)
+            history,
+            redactor,
+            thresholds,
+            leaks=cluster_leaks(history),
+            audit_doc=cluster_audit(history),
+            waiting_verdicts=waiting_verdicts(history),
         ),
     )
 

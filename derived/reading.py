@@ -55,6 +55,15 @@ def stored_explain(
     return explain_document(history.as_of, incarnations, docs[uid])
 
 
+def waiting_verdicts(history: StoredHistory) -> dict[str, dict[str, Any]] | None:
+    """The verdict of every live, unfinished Pod that is not ``ok``, by Pod UID, as stored for the
+    asked snapshot; None when the layer does not cover it (the caller derives on read then)."""
+    if not covers(history):
+        return None
+    rows = _valid(history).filter(waiting=True).values_list("pod_uid", "content")
+    return {pod: orjson.loads(content)["verdict"] for pod, content in rows}
+
+
 def explain_read(
     history: StoredHistory, namespace: str, name: str, pod_uid: str | None = None
 ) -> tuple[dict[str, Any], Callable[[], Iterable[str]]]:

@@ -248,3 +248,26 @@ def test_the_derivation_task_derives_the_backlog_in_order_once_per_cluster(tmp_p
     assert MetricsText.objects.get().snapshot == Snapshot.objects.order_by("at").last()
     assert derive_cluster(cluster.pk) == "derived 0 snapshots"
     assert assert_layer_matches_derivation("demo") > 0
+
+
+def test_the_overview_reads_the_waiting_pods_verdicts_from_the_layer(demo_history: Any, admin_client: Client) -> None:
+    """The home page judges no Pod on read when the layer covers the snapshot, and says the same."""
+    from dashboard.domain.overview import overview
+    from dashboard.domain.redaction import Redactor, Scope
+    from derived.reading import waiting_verdicts
+
+    for at in [t for t, _ in demo_snapshots(DEMO_BASE)]:
+        history = StoredHistory(Cluster.objects.get(name="demo"), at)
+        for redactor in (
+            Redactor(Scope(admin=True), ()),
+            Redactor(Scope(admin=False, namespaces=frozenset({"ml-training"})), ["ml-training", "inference"]),
+        ):
+            stored = overview(history, redactor, waiting_verdicts=waiting_verdicts(history))
+            assert stored == overview(history, redactor), at
+    pending = "research/llm-finetune"
+    for row in PodExplanation.objects.filter(namespace="research", name="llm-finetune", valid_to__isnull=True):
+        doc = orjson.loads(row.content)
+        doc["verdict"]["message"] = "read from the derived layer"
+        PodExplanation.objects.filter(pk=row.pk).update(content=orjson.dumps(doc).decode())
+    page = admin_client.get("/c/demo/", secure=True).content.decode()
+    assert pending in page and "read from the derived layer" in page

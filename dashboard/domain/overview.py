@@ -10,7 +10,7 @@ flagged claims and namespaced warnings only those of the member's namespaces.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -54,14 +54,28 @@ def _with_totals(models: list[dict[str, Any]]) -> dict[str, Any]:
     return {"models": models, **totals, "equivalents": [m["model"] for m in models if m.get("gpu_equivalents")]}
 
 
-def waiting_pods(history: HistoryView, redactor: Redactor, inventory: Inventory) -> dict[str, Any]:
-    """Live, unfinished DRA Pods whose verdict is not ``ok``, grouped by the verdict's reason."""
+def waiting_pods(
+    history: HistoryView,
+    redactor: Redactor,
+    inventory: Inventory,
+    stored: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Live, unfinished DRA Pods whose verdict is not ``ok``, grouped by the verdict's reason.
+
+    ``stored``: the verdicts of exactly the Pods that wait, as derived when the snapshot was
+    stored (a Pod absent from it is ``ok``); without it every Pod's allocation is simulated here.
+    """
     groups: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
     for pod in pods_with_claims(history.state):
         namespace, name = ns_name(pod)
         if is_terminal(pod) or not redactor.scope.sees(namespace):
             continue
-        verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
+        if stored is not None:
+            verdict = stored.get(uid_of(pod))
+            if verdict is None:
+                continue
+        else:
+            verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
         if verdict["boundary"] is None:  # ok
             continue
         groups.setdefault((verdict["boundary"], verdict["reason"]), []).append(
@@ -113,10 +127,12 @@ def overview(
     *,
     leaks: dict[str, Any] | None = None,
     audit_doc: dict[str, Any] | None = None,
+    waiting_verdicts: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The overview of one cluster as of ``history.as_of``, as ``redactor``'s user may see it.
 
-    ``leaks`` and ``audit_doc`` are the cluster's unscoped reports when the caller has them already.
+    ``leaks`` and ``audit_doc`` are the cluster's unscoped reports when the caller has them already;
+    ``waiting_verdicts`` the waiting Pods' stored verdicts (see ``waiting_pods``).
     """
     inventory = Inventory.of(history.state)
     leaks = leaks if leaks is not None else find_leaks(history, thresholds)
@@ -124,7 +140,7 @@ def overview(
     return {
         "as_of": rfc3339(history.as_of),
         "inventory": devices_by_model(inventory),
-        "pods": waiting_pods(history, redactor, inventory),
+        "pods": waiting_pods(history, redactor, inventory, waiting_verdicts),
         "flagged": flagged_summary(redactor.leaks(leaks)),
         "warnings": warnings_by_kind(redactor.audit(audit_doc)),
         "series": allocation_series(history, history.as_of - CHART_SPAN),
