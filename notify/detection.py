@@ -28,6 +28,7 @@ from dashboard.domain.notices import (
 )
 from dashboard.history import NoSnapshot, StoredHistory
 from dashboard.reading import leak_thresholds
+from derived.reading import waiting_verdicts
 from notify.models import Notice, Scan
 
 log = logging.getLogger("claimline.notify")
@@ -100,7 +101,9 @@ def scan(cluster: Cluster, finished: datetime, include_history: bool = True) -> 
     known = dict(
         Notice.objects.filter(cluster=cluster, kind=PENDING_POD, resolved__isnull=True).values_list("subject", "reason")
     )
-    found = detect(cluster.name, history, runs, th, known)
+    # The waiting Pods' verdicts as derived with the snapshot: no Pod is judged here when they are.
+    stored = waiting_verdicts(history) if history is not None else None
+    found = detect(cluster.name, history, runs, th, known, stored)
     with transaction.atomic():
         open_notices = {
             (n.kind, n.subject, n.reason): n.pk

@@ -154,6 +154,16 @@ def test_pending_pods_are_judged_once_while_they_stay_pending() -> None:
     assert [(s.key, s.reason) for s in again if s.key == llm.key] == [(llm.key, "waiting-for-scheduler")]
 
 
+def test_stored_verdicts_tell_every_reason_a_pending_pod_goes_through() -> None:
+    """With the waiting Pods' verdicts derived at write time nothing is judged here, so a new reason is news."""
+    history = MemoryHistory(demo_snapshots(DEMO_BASE))
+    llm = next(s for s in pending_pod_subjects(history, 1800) if s.name == key(LLM_FINETUNE))
+    stored = {llm.key: {"boundary": "allocation", "reason": "devices-in-use", "message": "held by others"}}
+    told = pending_pod_subjects(history, 1200, known={llm.key: "selector-unsatisfiable"}, stored=stored)
+    assert [(s.key, s.reason) for s in told] == [(llm.key, "devices-in-use")]  # pretrain is ok by ``stored``
+    assert told[0].message.endswith(": held by others")
+
+
 # --- the demo story -------------------------------------------------------------------------------------
 
 

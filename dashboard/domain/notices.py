@@ -133,17 +133,22 @@ def _pending_since(pod: Object) -> datetime | None:
 
 
 def pending_pod_subjects(
-    history: HistoryView, pending_after: float, known: Mapping[str, str] | None = None
+    history: HistoryView,
+    pending_after: float,
+    known: Mapping[str, str] | None = None,
+    stored: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Subject]:
     """``known``: Pod UID → reason of the notice already open about it.
 
-    A Pod already told about is not judged again while it stays pending: judging
-    costs a simulation over every node (~170 ms a Pod at 1,000 nodes), and a
-    cluster can have hundreds of Pods pending for hours. Its notice stays open
-    with the reason first announced, and resolves when the Pod stops pending.
+    ``stored``: the verdicts of exactly the Pods that wait, as derived when the snapshot was
+    stored (a Pod absent from it is ``ok``). With them every pending Pod is told about once per
+    reason, a changed reason too. Without them a Pod already told about is not judged again
+    while it stays pending: judging costs a simulation over every node (~170 ms a Pod at
+    1,000 nodes), and a cluster can have hundreds of Pods pending for hours. Its notice then
+    stays open with the reason first announced, and resolves when the Pod stops pending.
     """
     at = history.as_of
-    known = known or {}
+    known = {} if stored is not None else known or {}
     out = []
     inventory: Inventory | None = None
     for pod in history.state.of_kind("Pod"):
@@ -154,9 +159,14 @@ def pending_pod_subjects(
         if uid_of(pod) in known:
             out.append(Subject(PENDING_POD, uid_of(pod), known[uid_of(pod)], "still pending", namespace=namespace))
             continue
-        # One inventory for every Pod: its selector cache checks each device once per selector set.
-        inventory = inventory or Inventory.of(history.state)
-        verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
+        if stored is not None:
+            verdict = stored.get(uid_of(pod))
+            if verdict is None:
+                continue
+        else:
+            # One inventory for every Pod: its selector cache checks each device once per selector set.
+            inventory = inventory or Inventory.of(history.state)
+            verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
         if verdict["reason"] == "ok":
             continue
         out.append(
@@ -254,12 +264,13 @@ def detect(
     runs: Sequence[Run],
     thresholds: NoticeThresholds,
     pending_known: Mapping[str, str] | None = None,
+    waiting_verdicts: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Detection:
     """Every current subject; without ``history`` (no usable snapshot yet) only collection failures."""
     subjects = collection_subjects(cluster, runs, thresholds.failed_collections)
     if history is None:
         return Detection(subjects, (COLLECTION_FAILING,))
     subjects += leak_subjects(history, thresholds.leaks)
-    subjects += pending_pod_subjects(history, thresholds.pending_after, pending_known)
+    subjects += pending_pod_subjects(history, thresholds.pending_after, pending_known, waiting_verdicts)
     subjects += node_preparation_subjects(history, thresholds.node_claims, thresholds.node_window)
     return Detection(subjects, KINDS)
