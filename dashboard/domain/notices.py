@@ -22,18 +22,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.lifecycle import (
     PREPARE_FAILURE_REASONS,
     event_last,
     is_terminal,
-    pod_lifecycle,
     resolve_pod_claims,
 )
 from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.timefmt import parse_time, rfc3339
-from dashboard.domain.verdicts import choose_verdict
+from dashboard.domain.verdicts import verdict_reader
 
 LEAK = "leak"
 PENDING_POD = "pending-pod"
@@ -150,7 +148,7 @@ def pending_pod_subjects(
     at = history.as_of
     known = {} if stored is not None else known or {}
     out = []
-    inventory: Inventory | None = None
+    verdict_of = verdict_reader(history, stored)
     for pod in history.state.of_kind("Pod"):
         since = _pending_since(pod)
         if since is None or not uses_dra(pod) or at - since < timedelta(seconds=pending_after):
@@ -159,14 +157,7 @@ def pending_pod_subjects(
         if uid_of(pod) in known:
             out.append(Subject(PENDING_POD, uid_of(pod), known[uid_of(pod)], "still pending", namespace=namespace))
             continue
-        if stored is not None:
-            verdict = stored.get(uid_of(pod))
-            if verdict is None:
-                continue
-        else:
-            # One inventory for every Pod: its selector cache checks each device once per selector set.
-            inventory = inventory or Inventory.of(history.state)
-            verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
+        verdict = verdict_of(pod)
         if verdict["reason"] == "ok":
             continue
         out.append(

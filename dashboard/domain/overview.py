@@ -20,12 +20,11 @@ from dashboard.domain.capacity import allocation_series
 from dashboard.domain.equivalents import equivalents_by_model, number
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
-from dashboard.domain.lifecycle import pod_lifecycle
 from dashboard.domain.pod_claims import pods_with_claims
 from dashboard.domain.redaction import Redactor
 from dashboard.domain.state import HistoryView, ns_name, uid_of
 from dashboard.domain.timefmt import rfc3339
-from dashboard.domain.verdicts import choose_verdict
+from dashboard.domain.verdicts import verdict_reader
 
 # How far back the allocation chart reaches.
 CHART_SPAN = timedelta(hours=24)
@@ -55,27 +54,17 @@ def _with_totals(models: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def waiting_pods(
-    history: HistoryView,
-    redactor: Redactor,
-    inventory: Inventory,
-    stored: Mapping[str, Mapping[str, Any]] | None = None,
+    history: HistoryView, redactor: Redactor, stored: Mapping[str, Mapping[str, Any]] | None = None
 ) -> dict[str, Any]:
-    """Live, unfinished DRA Pods whose verdict is not ``ok``, grouped by the verdict's reason.
-
-    ``stored``: the verdicts of exactly the Pods that wait, as derived when the snapshot was
-    stored (a Pod absent from it is ``ok``); without it every Pod's allocation is simulated here.
-    """
+    """Live, unfinished DRA Pods whose verdict is not ``ok``, grouped by the verdict's reason
+    (``stored``: see ``verdicts.verdict_reader``)."""
     groups: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
+    verdict_of = verdict_reader(history, stored)
     for pod in pods_with_claims(history.state):
         namespace, name = ns_name(pod)
         if is_terminal(pod) or not redactor.scope.sees(namespace):
             continue
-        if stored is not None:
-            verdict = stored.get(uid_of(pod))
-            if verdict is None:
-                continue
-        else:
-            verdict = choose_verdict(pod, pod_lifecycle(history, pod, inventory=inventory).claims)
+        verdict = verdict_of(pod)
         if verdict["boundary"] is None:  # ok
             continue
         groups.setdefault((verdict["boundary"], verdict["reason"]), []).append(
@@ -140,7 +129,7 @@ def overview(
     return {
         "as_of": rfc3339(history.as_of),
         "inventory": devices_by_model(inventory),
-        "pods": waiting_pods(history, redactor, inventory, waiting_verdicts),
+        "pods": waiting_pods(history, redactor, waiting_verdicts),
         "flagged": flagged_summary(redactor.leaks(leaks)),
         "warnings": warnings_by_kind(redactor.audit(audit_doc)),
         "series": allocation_series(history, history.as_of - CHART_SPAN),

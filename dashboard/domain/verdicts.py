@@ -16,7 +16,7 @@ from dashboard.domain.boundaries import BOUNDARIES, FAILED, OK, PENDING, ClaimLi
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.lifecycle import pod_lifecycle
 from dashboard.domain.pod_claims import last_known
-from dashboard.domain.state import HistoryView, Object, meta, ns_name
+from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.timeline import timeline
 
@@ -149,6 +149,24 @@ def explain_incarnation(
 # Boundary reasons whose judgement changes with time alone, the objects unchanged: a binding wait
 # counts toward the scheduler's timeout ("for N s", then binding-failed).
 TIME_DEPENDENT_REASONS = frozenset({"binding-pending"})
+
+
+def verdict_reader(
+    history: HistoryView, stored: Mapping[str, Mapping[str, Any]] | None = None
+) -> Callable[[Object], Mapping[str, Any]]:
+    """How a report over many Pods learns each live, unfinished Pod's verdict.
+
+    ``stored``: the verdicts of exactly the Pods that wait, as derived when the snapshot was
+    stored, so a Pod absent from them is ``ok`` and nothing is judged here. Without them each
+    Pod is judged over the state's one Inventory (its selector cache checks each device once
+    per selector set).
+    """
+    if stored is not None:
+        return lambda pod: stored.get(uid_of(pod), _OK)
+    return lambda pod: choose_verdict(pod, pod_lifecycle(history, pod, inventory=Inventory.of(history.state)).claims)
+
+
+_OK: Mapping[str, Any] = {"boundary": None, "reason": "ok", "message": ""}
 
 
 def depends_on_time(incarnation: Mapping[str, Any]) -> bool:
