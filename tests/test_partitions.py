@@ -161,7 +161,7 @@ def test_a_pods_earlier_request_takes_counters_from_its_later_ones() -> None:
     sim = run(state_of(*cluster(), part, whole_gpu_claim()), "part", "whole")
     assert sim.reason == "insufficient-devices"
     failing = sim.best.failing
-    assert failing.ask.name == "gpu" and failing.claim_name == "whole" and failing.taken_by_siblings == 1
+    assert failing.ask.name == "gpu" and sim.analysis_for(failing).claim_name == "whole" and failing.taken_by_siblings == 1
     assert "the Pod's other requests already take 1 of the 1 matching devices on h100-0" in sim.message()
 
 

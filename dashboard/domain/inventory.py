@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from dashboard.domain.state import ClusterState, Object, meta, ns_name, uid_of
+from dashboard.domain.timefmt import parse_time
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device)
 
@@ -407,6 +409,7 @@ class Inventory:
     nodes: list[NodeInfo]
     holders: dict[DeviceId, Object]
     by_id: dict[DeviceId, AdvertisedDevice] = field(default_factory=dict)
+    _presence: dict[frozenset[str], tuple[str | None, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, state: ClusterState) -> Inventory:
@@ -431,6 +434,29 @@ class Inventory:
 
     def drivers(self) -> set[str]:
         return {d.driver for d in self.devices}
+
+    def presence(self, drivers: frozenset[str]) -> tuple[str | None, list[dict[str, Any]]]:
+        """The oldest slice creation and per-driver device and pool counts of ``drivers``' devices
+        (every device when empty): the inventory boundary of each pending claim, asked once per driver set."""
+        known = self._presence.get(drivers)
+        if known is None:
+            devices = [d for d in self.devices if not drivers or d.driver in drivers]
+            pools: dict[str, set[str]] = {}
+            counts: dict[str, int] = {}
+            oldest: tuple[datetime, str] | None = None
+            for device in devices:
+                pools.setdefault(device.driver, set()).add(device.pool)
+                counts[device.driver] = counts.get(device.driver, 0) + 1
+                created = device.slice_created
+                when = parse_time(created) if created else None
+                if when is not None and created and (oldest is None or (when, created) < oldest):
+                    oldest = (when, created)
+            evidence = [
+                {"kind": "Inventory", "driver": driver, "devices": counts[driver], "pools": len(pools[driver])}
+                for driver in sorted(counts)
+            ]
+            known = self._presence[drivers] = (oldest[1] if oldest else None, evidence)
+        return known
 
     def nodes_of(self, device: AdvertisedDevice) -> list[str]:
         return [n.name for n in self.nodes if device.reachable_from(n)]

@@ -59,10 +59,10 @@ from dashboard.domain.matching import (
     find_class,
     missing_inventory,
     selector_cache,
-    simulate,
 )
 from dashboard.domain.pod_claims import PodClaim, resolve_pod_claims
 from dashboard.domain.runtime import runtime_boundary
+from dashboard.domain.shared_simulations import simulate_pod
 from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.state import status_of as _status
 from dashboard.domain.timefmt import rfc3339
@@ -389,19 +389,8 @@ def _inventory_present(ctx: PodContext, claim: Object) -> Boundary:
     for request in claim_requests(claim):
         for ask in request.alternatives:
             drivers |= class_drivers(find_class(ctx.inventory.state, ask.class_name))
-    devices = [d for d in ctx.inventory.devices if not drivers or d.driver in drivers]
-    evidence = []
-    for driver in sorted({d.driver for d in devices}):
-        of_driver = [d for d in devices if d.driver == driver]
-        evidence.append(
-            {
-                "kind": "Inventory",
-                "driver": driver,
-                "devices": len(of_driver),
-                "pools": len({d.pool for d in of_driver}),
-            }
-        )
-    return Boundary(OK, since=earliest(d.slice_created for d in devices), evidence=evidence)
+    since, evidence = ctx.inventory.presence(frozenset(drivers))
+    return Boundary(OK, since=since, evidence=[dict(e) for e in evidence])
 
 
 def _bypass_problem(ctx: PodContext, lc: ClaimLifecycle) -> str | None:
@@ -437,7 +426,7 @@ def _pinned_nodes(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> list[str
 def _simulate_allocation(ctx: PodContext, lifecycles: list[ClaimLifecycle], pending: list[ClaimLifecycle]) -> None:
     claims = [lc.pod_claim.claim for lc in pending if lc.pod_claim.claim is not None]
     siblings = [lc.uid for lc in lifecycles if lc.uid and lc.devices]
-    sim = simulate(
+    sim = simulate_pod(
         ctx.inventory, claims, nodes=_pinned_nodes(ctx, lifecycles), cache=ctx.cache, sibling_claims=siblings
     )
     reason = sim.reason

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import cached_property
 from typing import Any
 
 from dashboard.domain.asks import ClaimRequest, DeviceAsk, blocking_taints, class_selectors, taint_label
@@ -157,8 +158,7 @@ STAGE_REASONS = {
 class AskOnNode:
     """One ask tried on one node, after earlier asks of the same Pod took their devices."""
 
-    ask: DeviceAsk
-    claim_name: str
+    ask: DeviceAsk  # one claim's own (claim_requests makes new ones per claim): told apart by identity
     node: str
     stage: Stage
     needed: int
@@ -279,7 +279,7 @@ class Simulation:
     claim_names: list[str]
     pinned: list[str] | None = None  # the only nodes the Pod could still go to
 
-    @property
+    @cached_property  # read by the verdict, its message and its evidence
     def best(self) -> NodeFit | None:
         if not self.fits:
             return None
@@ -307,7 +307,7 @@ class Simulation:
         if failing is None:
             picked = ", ".join(d.label for a in best.asks for d in a.picked)
             return f"the requests fit on {best.node} ({picked})"
-        analysis = self._analysis_for(failing)
+        analysis = self.analysis_for(failing)
         subject = self._request_subject(analysis)
         if best.stage == Stage.NO_MATCH:
             return f"no device satisfies {subject}: {self._no_match_details(analysis)}"
@@ -332,9 +332,10 @@ class Simulation:
 
     # -- message parts --
 
-    def _analysis_for(self, on_node: AskOnNode) -> RequestAnalysis:
+    def analysis_for(self, on_node: AskOnNode) -> RequestAnalysis:
+        """The claim request the ask on a node belongs to."""
         for analysis in self.requests:
-            if on_node.ask in analysis.request.alternatives and analysis.claim_name == on_node.claim_name:
+            if any(on_node.ask is ask for ask in analysis.request.alternatives):
                 return analysis
         raise LookupError(on_node.ask.name)
 
@@ -522,7 +523,7 @@ class _Placement:
         if self.usage and not ask.admin_access:
             matching = [d for d in matching if not self._taken_by_pod(analysis, ask, d)]
         result = AskOnNode(
-            ask, analysis.claim_name, self.node.name, Stage.NO_MATCH, ask.count, matching, len(matches) - len(matching)
+            ask, self.node.name, Stage.NO_MATCH, ask.count, matching, len(matches) - len(matching)
         )
         if not analysis.matches(ask):
             return result
