@@ -271,3 +271,21 @@ def test_the_overview_reads_the_waiting_pods_verdicts_from_the_layer(demo_histor
         PodExplanation.objects.filter(pk=row.pk).update(content=orjson.dumps(doc).decode())
     page = admin_client.get("/c/demo/", secure=True).content.decode()
     assert pending in page and "read from the derived layer" in page
+
+
+def test_the_history_before_a_snapshot_is_rewound_from_it_not_read_again(demo_history: Any) -> None:
+    """A Pod deleted by a snapshot is judged just before it: that state is the later one with the
+    snapshot's versions undone, and equals the earlier snapshot's state read afresh."""
+    cluster = Cluster.objects.get(name="demo")
+    times = list(Snapshot.objects.filter(cluster=cluster).order_by("at").values_list("at", flat=True))
+    assert len(times) > 2
+    for earlier_at, later_at in zip(times, times[1:], strict=False):
+        later = StoredHistory(cluster, later_at)
+        later.state.objects.keys()  # every kind decoded, as a derivation has by the time it judges deleted Pods
+        rewound = later.before(later_at)
+        fresh = StoredHistory(cluster, earlier_at)
+        assert rewound.as_of == fresh.as_of == earlier_at
+        assert dict.keys(rewound.state.objects) == dict.keys(later.state.objects)
+        for kind in dict.keys(later.state.objects):
+            assert rewound.state.objects[kind] == fresh.state.objects[kind], kind
+        assert later.state.objects != rewound.state.objects  # the story changes something at every step

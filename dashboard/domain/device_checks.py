@@ -8,12 +8,15 @@ selector reads ("all 8 have memory 40Gi").
 
 from __future__ import annotations
 
+import hashlib
 import re
 import weakref
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from dashboard.domain.cel import (
     CompiledSelector,
@@ -50,18 +53,20 @@ class SelectorCache:
     """Compiled selectors and CEL devices, built once per analysis."""
 
     def __init__(self) -> None:
-        self._devices: dict[DeviceId, Device] = {}
+        self._devices: dict[DeviceId, tuple[bytes, Device]] = {}
         self._compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
         # Every pending claim of a report asks the same class selector of the same devices.
         self._results: dict[tuple[str, DeviceId], tuple[bool, str | None]] = {}
         self._checks: dict[tuple[tuple[str, ...], tuple[str, ...]], list[DeviceCheck]] = {}
 
     def device(self, device: AdvertisedDevice) -> Device:
-        cel_device = self._devices.get(device.id)
-        if cel_device is None:
-            cel_device = Device.from_slice_entry(device.driver, dict(device.entry))
-            self._devices[device.id] = cel_device
-        return cel_device
+        return self._known(device)[1]
+
+    def _known(self, device: AdvertisedDevice) -> tuple[bytes, Device]:
+        known = self._devices.get(device.id)
+        if known is None:
+            known = self._devices[device.id] = _advertised(device)
+        return known
 
     def checks(
         self, devices: Sequence[AdvertisedDevice], class_exprs: Sequence[str], request_exprs: Sequence[str]
@@ -82,7 +87,11 @@ class SelectorCache:
         key = (expr, device.id)
         result = self._results.get(key)
         if result is None:
-            result = self._results[key] = self._evaluate(expr, device)
+            content = (expr, self._known(device)[0])
+            result = _RESULTS.get(content)
+            if result is None:
+                result = _remember(_RESULTS, content, self._evaluate(expr, device))
+            self._results[key] = result
         return result
 
     def _evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
@@ -99,6 +108,31 @@ class SelectorCache:
             return bool(compiled.matches(self.device(device))), None
         except SelectorEvaluationError as exc:
             return False, str(exc)
+
+
+# CEL's view of a device and what each selector said of it, by the device's driver and advertised
+# content rather than by snapshot: every snapshot lists every slice again, but few devices change
+# between two, and converting a device for CEL is most of what a selector costs. A change to the
+# device's entry is a new key. Bounded: a process that saw too many is emptied and starts again.
+_KNOWN_MAX = 250_000
+_DEVICES: dict[bytes, Device] = {}
+_RESULTS: dict[tuple[str, bytes], tuple[bool, str | None]] = {}
+
+
+def _remember(known: dict[Any, Any], key: Any, value: Any) -> Any:
+    if len(known) >= _KNOWN_MAX:
+        known.clear()
+    known[key] = value
+    return value
+
+
+def _advertised(device: AdvertisedDevice) -> tuple[bytes, Device]:
+    content = orjson.dumps([device.driver, device.entry], option=orjson.OPT_SORT_KEYS)
+    key = hashlib.blake2b(content, digest_size=16).digest()
+    cel_device = _DEVICES.get(key)
+    if cel_device is None:
+        cel_device = _remember(_DEVICES, key, Device.from_slice_entry(device.driver, dict(device.entry)))
+    return key, cel_device
 
 
 _CACHES: weakref.WeakKeyDictionary[Inventory, SelectorCache] = weakref.WeakKeyDictionary()

@@ -80,8 +80,8 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
         if device_class is None:
             raise DeviceClassNotFound(f"DeviceClass {class_name} does not exist")
         class_exprs = class_selectors(device_class)
-    cache = SelectorCache()
     inventory = Inventory.of(state)
+    cache = selector_cache(inventory)  # repeated asks over one state convert its devices once
     sharing = Sharing(ledger_of(inventory))
     matched, errors, rejected = [], [], []
     failed: list[DeviceCheck] = []
