@@ -576,6 +576,32 @@ class Device:
             allow_multiple_allocations=bool(body.get("allowMultipleAllocations", False)),
         )
 
+    def projection(self, refs: Iterable[tuple[str, str, str]]) -> list[Any]:
+        """All that a selector reading only ``refs`` (``(kind, domain, name)``: an attribute or a
+        capacity by domain and name) can see of this device: devices equal in it get the same
+        answer, error included, from such a selector.
+
+        That is the driver, whether the device converts at all, and per reference the raw
+        entries CEL could read it from (the driver's own domain answers unqualified names) and
+        whether the domain exists, since an absent domain reads as an empty map.
+        """
+        prepared = self._cel_input()
+        seen: list[Any] = [self.driver, prepared.error]
+        for kind, domain, name in refs:
+            raw = self.capacity if kind == "capacity" else self.attributes
+            seen.append(
+                [
+                    kind,
+                    domain,
+                    name,
+                    domain in prepared.attribute_domains,
+                    domain in prepared.capacity_domains,
+                    raw.get(name) if domain == self.driver else None,
+                    raw.get(f"{domain}/{name}"),
+                ]
+            )
+        return seen
+
     def _cel_input(self) -> _DeviceInput:
         cached = self._input
         if cached is None:

@@ -87,10 +87,19 @@ class SelectorCache:
         key = (expr, device.id)
         result = self._results.get(key)
         if result is None:
-            content = (expr, self._known(device)[0])
+            digest, cel_device = self._known(device)
+            content = (expr, False, digest)
             result = _RESULTS.get(content)
             if result is None:
-                result = _remember(_RESULTS, content, self._evaluate(expr, device))
+                refs = _projectable(expr)
+                if refs is None:
+                    result = self._evaluate(expr, device)
+                else:
+                    grouped = (expr, True, _projection_key(cel_device, refs))
+                    result = _RESULTS.get(grouped)
+                    if result is None:
+                        result = _remember(_RESULTS, grouped, self._evaluate(expr, device))
+                _remember(_RESULTS, content, result)
             self._results[key] = result
         return result
 
@@ -116,7 +125,7 @@ class SelectorCache:
 # device's entry is a new key. Bounded: a process that saw too many is emptied and starts again.
 _KNOWN_MAX = 250_000
 _DEVICES: dict[bytes, Device] = {}
-_RESULTS: dict[tuple[str, bytes], tuple[bool, str | None]] = {}
+_RESULTS: dict[tuple[str, bool, bytes], tuple[bool, str | None]] = {}
 
 
 def _remember(known: dict[Any, Any], key: Any, value: Any) -> Any:
@@ -133,6 +142,33 @@ def _advertised(device: AdvertisedDevice) -> tuple[bytes, Device]:
     if cel_device is None:
         cel_device = _remember(_DEVICES, key, Device.from_slice_entry(device.driver, dict(device.entry)))
     return key, cel_device
+
+
+# A selector that reads the device only through attribute and capacity lookups by literal domain
+# and name (and device.driver) answers alike for devices that agree on those: a cluster's GPUs of
+# one model differ in UUIDs and PCI addresses, which such a selector never reads, so it is
+# evaluated once per model rather than once per device.
+_PROJECTABLE: dict[str, tuple[tuple[str, str, str], ...] | None] = {}
+_DEVICE_WORD = re.compile(r"\bdevice\b")
+
+
+def _projectable(expr: str) -> tuple[tuple[str, str, str], ...] | None:
+    """The references ``expr`` reads devices through, or None when it may read them otherwise."""
+    if expr in _PROJECTABLE:
+        return _PROJECTABLE[expr]
+    refs: tuple[tuple[str, str, str], ...] | None = tuple(r for r in selector_references(expr) if r[0] != "driver")
+    for m in _REF.finditer(expr):
+        # A method on the domain's map (exists(), all()…) reads every entry; an escape hides the real key.
+        if expr[m.end() :].lstrip().startswith("(") or "\\" in m.group(0):
+            refs = None
+    rest = _REF.sub(" ", expr).replace("device.driver", " ")
+    if _DEVICE_WORD.search(rest):
+        refs = None  # the device read some other way: as a whole map, through a macro variable…
+    return _remember(_PROJECTABLE, expr, refs)
+
+
+def _projection_key(device: Device, refs: tuple[tuple[str, str, str], ...]) -> bytes:
+    return orjson.dumps(device.projection(refs), option=orjson.OPT_SORT_KEYS)
 
 
 _CACHES: weakref.WeakKeyDictionary[Inventory, SelectorCache] = weakref.WeakKeyDictionary()
