@@ -203,20 +203,11 @@ def stored_objects(items: list[dict[str, Any]]) -> list[Any]:
     (Pods that use claims, Events about those Pods and claims), then its normalizer,
     in its kind order."""
     from collector.kinds import RESOURCE_TYPES
-    from collector.kube import _events_about, _ns_name, _pods_reserved_or_using_claims, _reserved_pod_uids, _uid
     from collector.normalize import normalize
-    from dashboard.domain.extended_resources import explicit_resource_names
+    from collector.relevance import keep_relevant
 
     by_kind: dict[str, list[Any]] = {}
     for item in items:
         by_kind.setdefault(item["kind"], []).append(item)
-    claims = by_kind.get("ResourceClaim", [])
-    extended = explicit_resource_names(by_kind.get("DeviceClass", []))
-    pods = _pods_reserved_or_using_claims(by_kind.get("Pod", []), _reserved_pod_uids(claims), extended)
-    by_kind["Pod"] = pods
-    by_kind["Event"] = _events_about(
-        by_kind.get("Event", []),
-        {_uid(p) for p in pods} | {_uid(c) for c in claims},
-        {("ResourceClaim", *_ns_name(c)) for c in claims},
-    )
+    by_kind = keep_relevant(by_kind)
     return [normalize(rt.kind, obj, i) for rt in RESOURCE_TYPES for i, obj in enumerate(by_kind.get(rt.kind, []))]

@@ -12,6 +12,8 @@ compete with the collector for the GIL). Then, each as a fresh process with its 
   - ``manage.py collect --once``: first collection (writes everything), then unchanged
     collections interleaved with the json.load runs (medians), then one after the server
     advances to the churned stage;
+  - ``manage.py import-snapshot`` of the first stage's List: a first import, then unchanged ones
+    30 s apart, also interleaved with json.load runs;
   - the churned collection's versions and deletions are checked against the objects whose
     canonical content actually differs between the two stages (computed from the stage files
     with the collector's own filters and normalizer).
@@ -139,6 +141,35 @@ def parse_collect(stdout: str) -> dict[str, int]:
         raise RuntimeError(f"unexpected collect output: {stdout!r}") from None
 
 
+def import_runs(dump: Path, env: dict[str, str], repeat: int, tree: Path, loads: list[Any]) -> dict[str, Any]:
+    """``manage.py import-snapshot`` of the same List into a cluster of its own: the first import, then
+    ``repeat`` unchanged ones 30 s apart (each as a fresh process, its start included, as collections
+    are timed), each followed by one more ``json.load`` run of the same bytes."""
+    base = "2026-11-20T00:00:00Z"
+
+    def command(i: int) -> list[str]:
+        at = f"2026-11-20T00:{i // 2:02d}:{30 * (i % 2):02d}Z" if i else base
+        return [PYTHON, "manage.py", "import-snapshot", str(dump), "--cluster", "imported", "--at", at]
+
+    first = run_child(command(0), env, tree)
+    if first.returncode:
+        raise RuntimeError(first.stderr)
+    unchanged = []
+    for i in range(1, repeat + 1):
+        unchanged.append(run_child(command(i), env, tree))
+        loads.append(run_child([PYTHON, "-c", JSON_LOAD, str(dump)]))
+    for r in unchanged:
+        if r.returncode or " 0 versions written, 0 deletions" not in r.stdout:
+            raise RuntimeError(f"unchanged import wrote something: {r.stdout} {r.stderr[-2000:]}")
+    load_s = median([r.wall_s for r in loads])
+    return {
+        "import_first_s": round(first.wall_s, 1),
+        "import_unchanged_process_s": [round(r.wall_s, 2) for r in unchanged],
+        "import_unchanged_vs_json_load": round(median([r.wall_s for r in unchanged]) / load_s, 2),
+        "import_peak_rss_mb": round(max(r.max_rss_mb for r in [first, *unchanged])),
+    }
+
+
 def run(nodes: int, repeat: int, typed_pages: int, keep: bool, tree: Path) -> dict[str, Any]:
     work = scratch_dir(f"snapshot-cost-{nodes}-")
     scenario, kubeconfig = work / "scenario", work / "kubeconfig"
@@ -180,6 +211,7 @@ def run(nodes: int, repeat: int, typed_pages: int, keep: bool, tree: Path) -> di
         typed = typed_vs_raw(kubeconfig, typed_pages)
     finally:
         server.stop()
+    imports = import_runs(scenario / "0.json", env, repeat, tree, loads)
     changed, deleted = expected_churn(scenario)
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
@@ -211,6 +243,7 @@ def run(nodes: int, repeat: int, typed_pages: int, keep: bool, tree: Path) -> di
         "json_load_peak_rss_mb": round(max(r.max_rss_mb for r in loads)),
         "collect_peak_rss_mb": round(max(r.max_rss_mb for r in [first, *unchanged, churned])),
         **typed,
+        **imports,
         "load_after": load(),
     }
 

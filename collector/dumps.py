@@ -16,6 +16,7 @@ import yaml
 
 from collector.kinds import BY_KIND, LIST_KINDS
 from collector.normalize import InvalidObject, NormalizedObject, normalize
+from collector.relevance import keep_relevant
 
 MAX_DUMP_BYTES = 512 * 1024 * 1024
 
@@ -121,6 +122,8 @@ def _single(path: Path, item: Any, position: int | None, dump: ParsedDump) -> It
 
 def parse_dump_files(paths: list[Path]) -> ParsedDump:
     dump = ParsedDump()
+    found: dict[str, list[Any]] = {}
+    where: dict[int, tuple[Path, int]] = {}  # by id(): where an item was, for error messages
     for path in paths:
         try:
             size = path.stat().st_size
@@ -133,12 +136,20 @@ def parse_dump_files(paths: list[Path]) -> ParsedDump:
             raise DumpError(f"{path}: empty file")
         for doc in _documents(path, data):
             for kind, item, position in _items(path, doc, dump):
-                try:
-                    obj = normalize(kind, item, position)
-                except InvalidObject as exc:
-                    raise DumpError(f"{path}: {exc}") from None
                 dump.kinds.add(kind)
-                dump.objects.append(obj)
+                found.setdefault(kind, []).append(item)
+                where[id(item)] = (path, position)
+    # What a collection of the cluster would store: a dump of every Pod holds mostly Pods DRA never sees.
+    for kind, items in keep_relevant(found, dump.kinds).items():
+        if len(items) < len(found[kind]):
+            dump.ignored[f"{kind} not using DRA"] = len(found[kind]) - len(items)
+        for item in items:
+            path, position = where[id(item)]
+            try:
+                obj = normalize(kind, item, position)
+            except InvalidObject as exc:
+                raise DumpError(f"{path}: {exc}") from None
+            dump.objects.append(obj)
     if not dump.objects and not dump.kinds:
         raise DumpError(
             "no Kubernetes objects Claimline reads were found in "

@@ -22,8 +22,16 @@ from kubernetes.config.config_exception import ConfigException
 from collector.gcpause import gc_paused
 from collector.kinds import RESOURCE_TYPES, ResourceType
 from collector.normalize import InvalidObject, NormalizedObject, normalize
+from collector.relevance import (
+    FILTERED_BY,
+    claim_keys,
+    events_about,
+    pods_reserved_or_using_claims,
+    reserved_pod_uids,
+    uid_of,
+)
 from dashboard.config import ClusterSource
-from dashboard.domain.extended_resources import asks_extended_resources, explicit_resource_names
+from dashboard.domain.extended_resources import explicit_resource_names
 
 log = logging.getLogger("claimline.collector")
 
@@ -32,7 +40,6 @@ MAX_RETRY_AFTER = 60.0
 # Events only when about those Pods or claims. With an unreadable claim, class or Pod that
 # selection is incomplete, so the kind cannot be complete either: its unselected objects
 # would be recorded as deleted.
-FILTERED_BY: dict[str, tuple[str, ...]] = {"Pod": ("ResourceClaim", "DeviceClass"), "Event": ("ResourceClaim", "Pod")}
 
 
 class CollectionError(Exception):
@@ -197,7 +204,7 @@ class ClusterReader:
         # What the Pod and Event filters need from the claims and Pods read before them.
         reserved: set[str] = set()
         claim_uids: set[str] = set()
-        claim_keys: set[tuple[str, str, str]] = set()
+        named_claims: set[tuple[str, str, str]] = set()
         pod_uids: set[str] = set()
         about: set[str] = set()
         extended: set[str] = set()  # extended resource names DeviceClasses serve
@@ -212,7 +219,7 @@ class ClusterReader:
                     if page is None:
                         objects, problems, position = [], [], 0
                         if rt.kind == "ResourceClaim":
-                            reserved, claim_uids, claim_keys = set(), set(), set()
+                            reserved, claim_uids, named_claims = set(), set(), set()
                         elif rt.kind == "DeviceClass":
                             extended = set()
                         elif rt.kind == "Pod":
@@ -221,14 +228,14 @@ class ClusterReader:
                     if rt.kind == "DeviceClass":
                         extended.update(explicit_resource_names(page))
                     elif rt.kind == "ResourceClaim":
-                        reserved.update(_reserved_pod_uids(page))
-                        claim_uids.update(_uid(c) for c in page)
-                        claim_keys.update(("ResourceClaim", *_ns_name(c)) for c in page)
+                        reserved.update(reserved_pod_uids(page))
+                        claim_uids.update(uid_of(c) for c in page)
+                        named_claims.update(claim_keys(page))
                     elif rt.kind == "Pod":
-                        page = _pods_reserved_or_using_claims(page, reserved, extended)
-                        pod_uids.update(_uid(p) for p in page)
+                        page = pods_reserved_or_using_claims(page, reserved, extended)
+                        pod_uids.update(uid_of(p) for p in page)
                     elif rt.kind == "Event":
-                        page = _events_about(page, about, claim_keys)
+                        page = events_about(page, about, named_claims)
                     for item in page:
                         try:
                             objects.append(normalize(rt.kind, item, position))
@@ -241,75 +248,6 @@ class ClusterReader:
                     result.complete_kinds.add(rt.kind)
         result.requests = self.requests
         return result
-
-
-def _uid(obj: Any) -> str:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    uid = meta.get("uid") if isinstance(meta, dict) else None
-    return uid if isinstance(uid, str) else ""
-
-
-def _ns_name(obj: Any) -> tuple[str, str]:
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if not isinstance(meta, dict):
-        return ("", "")
-    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-
-
-def _reserved_pod_uids(claims: list[Any]) -> set[str]:
-    reserved: set[str] = set()
-    for claim in claims:
-        status = claim.get("status") if isinstance(claim, dict) else None
-        consumers = status.get("reservedFor") if isinstance(status, dict) else None
-        # A malformed claim may have anything there; iterating a number would raise TypeError.
-        for consumer in consumers if isinstance(consumers, list) else ():
-            if isinstance(consumer, dict) and consumer.get("resource", "pods") == "pods":
-                reserved.add(str(consumer.get("uid")))
-    return reserved
-
-
-def _pods_reserved_or_using_claims(
-    pods: list[Any], reserved: set[str], extended: set[str] | frozenset[str] = frozenset()
-) -> list[Any]:
-    """Pods that use claims, are named in a claim's reservedFor, or ask for DRA-backed extended resources."""
-    kept = []
-    for pod in pods:
-        spec = pod.get("spec") if isinstance(pod, dict) else None
-        uses = isinstance(spec, dict) and (
-            bool(spec.get("resourceClaims")) or _uses_extended_resources(pod, extended)
-        )
-        # A malformed Pod is kept so that validation reports it instead of dropping it silently.
-        if uses or not isinstance(spec, dict):
-            kept.append(pod)
-            continue
-        uid = _uid(pod)
-        if uid in reserved or not uid:
-            kept.append(pod)
-    return kept
-
-
-def _uses_extended_resources(pod: dict[str, Any], extended: set[str] | frozenset[str]) -> bool:
-    status = pod.get("status")
-    if isinstance(status, dict) and status.get("extendedResourceClaimStatus"):
-        return True
-    try:
-        return asks_extended_resources(pod, extended)
-    except (AttributeError, TypeError):  # a malformed container: shape validation reports it if the Pod is kept
-        return False
-
-
-def _events_about(events: list[Any], uids: set[str], claim_keys: set[tuple[str, str, str]]) -> list[Any]:
-    kept = []
-    for event in events:
-        involved = event.get("involvedObject") if isinstance(event, dict) else None
-        if not isinstance(involved, dict):
-            continue
-        uid = involved.get("uid")
-        key = (involved.get("kind"), involved.get("namespace") or "", involved.get("name") or "")
-        # Set lookups hash: a list or dict in a malformed event would raise TypeError.
-        if (isinstance(uid, str) and uid in uids) or (all(isinstance(k, str) for k in key) and key in claim_keys):
-            kept.append(event)
-    return kept
 
 
 def _shown(value: Any) -> str:

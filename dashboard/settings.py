@@ -177,6 +177,11 @@ CLAIMLINE_RETENTION_DAYS = env_int("CLAIMLINE_RETENTION_DAYS", 90, minimum=1)
 # Derive every stored snapshot's Pod explanations right after it is written (the derived
 # layer pages read); off, pages derive on every read as before.
 CLAIMLINE_DERIVE = env_bool("CLAIMLINE_DERIVE", True)
+# After a snapshot that changed nothing, /metrics is rendered again only once the stored text is
+# this old (seconds): what moves with time alone there (inventory ages, leak hours) moves slowly,
+# and rendering costs seconds at thousands of nodes. Its claimline_as_of_timestamp_seconds says
+# which snapshot it describes; keep this well under the staleness alert's 600 s.
+CLAIMLINE_METRICS_REFRESH = env_int("CLAIMLINE_METRICS_REFRESH", 120, minimum=0)
 
 # Notices (notify/, README.md "Notifications"): the platform's receivers get every notice;
 # teams' receivers are edited in the admin.

@@ -118,8 +118,9 @@ class MetricsText(models.Model):
     """/metrics as of a cluster's latest derived snapshot, rendered by the derivation.
 
     Only the latest is kept: /metrics has no as-of, and the text (a line per device) is
-    megabytes at thousands of nodes. It is rendered for every snapshot, changed or not:
-    its timestamps, inventory ages and leak hours move with time alone.
+    megabytes at thousands of nodes. It is rendered for every snapshot that changed something,
+    and for unchanged ones once it is CLAIMLINE_METRICS_REFRESH old: its timestamps, inventory
+    ages and leak hours move with time alone, but slowly (``writer.metrics_text_stands``).
     """
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True, related_name="metrics_text")

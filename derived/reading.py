@@ -19,8 +19,8 @@ from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collect
 from dashboard.domain.state import Object, uid_of
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
-from derived.models import MetricsText, PodExplanation
-from derived.writer import counts_as_of, covered
+from derived.models import PodExplanation
+from derived.writer import counts_as_of, covered, metrics_text_stands
 
 
 def covers(history: StoredHistory) -> bool:
@@ -82,13 +82,9 @@ def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: Col
     """/metrics: the text the derivation rendered for this snapshot (completed with the run-health
     families), else rendered now with the Pods' counts from the layer when it covers the snapshot."""
     covered_now = covers(history)
-    stored = (
-        MetricsText.objects.filter(cluster=history.cluster, snapshot_id=history.snapshot_pk)
-        .values_list("thresholds", "text")
-        .first()
-    )
-    if stored is not None and covered_now and orjson.loads(stored[0]) == thresholds.as_dict():
-        return stored[1] + (render_collection(collection) if collection else "")
+    stored = metrics_text_stands(history.cluster.pk, history.as_of, thresholds.as_dict()) if covered_now else None
+    if stored is not None:
+        return stored.text + (render_collection(collection) if collection else "")
     counts = counts_as_of(history.cluster.pk, history.as_of) if covered_now else {}
 
     def counts_of(pod: Object) -> PodCounts | None:

@@ -373,7 +373,7 @@ def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress 
         result = derive_snapshot(run)
         if progress is not None:
             progress(i, len(todo), run, result)
-    render_latest_metrics(todo[-1])
+    render_latest_metrics(todo[-1], force=True)
     return len(todo)
 
 
@@ -385,25 +385,48 @@ def counts_as_of(cluster_id: int, at: datetime) -> dict[str, PodCounts]:
     return {pod: orjson.loads(states) for pod, states in rows.iterator(BATCH)}
 
 
-def render_latest_metrics(snapshot: Snapshot) -> bool:
+def render_latest_metrics(snapshot: Snapshot, force: bool = False) -> bool:
     """Store the cluster's /metrics as of ``snapshot``, Pods' counts read from its derived rows;
     the run-health families are added when it is served (failed runs after it change them).
 
-    False, rendering nothing, when a newer snapshot exists (its own rendering follows) or the
-    snapshot is not derived.
+    False, rendering nothing, when a newer snapshot exists (its own rendering follows), the
+    snapshot is not derived, or (unless ``force``) the stored text still stands for it: nothing
+    changed since the snapshot it describes, which is younger than CLAIMLINE_METRICS_REFRESH.
     """
     newer = Snapshot.objects.filter(cluster_id=snapshot.cluster_id, status__in=USABLE, at__gt=snapshot.at)
     if newer.exists() or not covered(snapshot.pk):
         return False
+    thresholds = leak_thresholds()
+    if not force and metrics_text_stands(snapshot.cluster_id, snapshot.at, thresholds.as_dict()) is not None:
+        return False
     history = StoredHistory(snapshot.cluster, snapshot.at)
     counts = counts_as_of(snapshot.cluster_id, snapshot.at)
-    thresholds = leak_thresholds()
     text = render_metrics(history, thresholds, None, lambda pod: counts.get(uid_of(pod)))
     MetricsText.objects.update_or_create(
         cluster_id=snapshot.cluster_id,
         defaults={"snapshot": snapshot, "thresholds": orjson.dumps(thresholds.as_dict()).decode(), "text": text},
     )
     return True
+
+
+def metrics_text_stands(cluster_id: int, at: datetime, thresholds: dict[str, float]) -> MetricsText | None:
+    """The stored /metrics text when it may stand for the snapshot at ``at``: rendered with these
+    thresholds for that snapshot, or for an earlier one less than CLAIMLINE_METRICS_REFRESH before it
+    with no change to objects or to derived rows since."""
+    text = MetricsText.objects.filter(cluster_id=cluster_id).select_related("snapshot").first()
+    if text is None or orjson.loads(text.thresholds) != thresholds or text.snapshot.at > at:
+        return None
+    if text.snapshot.at == at:
+        return text
+    if (at - text.snapshot.at).total_seconds() >= settings.CLAIMLINE_METRICS_REFRESH:
+        return None
+    between = Snapshot.objects.filter(cluster_id=cluster_id, status__in=USABLE, at__gt=text.snapshot.at, at__lte=at)
+    if between.filter(Q(versions_written__gt=0) | Q(deletions__gt=0)).exists():
+        return None
+    derived = DerivedSnapshot.objects.filter(cluster_id=cluster_id, at__gt=text.snapshot.at, at__lte=at)
+    if derived.filter(rows_written__gt=0).exists() or derived.count() != between.count():
+        return None
+    return text
 
 
 def forget_from(cluster: Cluster, at: datetime) -> None:

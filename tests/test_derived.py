@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -89,16 +89,31 @@ def test_pages_read_the_stored_document(demo_history: Any, admin_client: Client)
     assert admin_client.get("/metrics", secure=True).content.decode().startswith("# rendered by the derivation\n# HELP")
 
 
-def test_metrics_are_rendered_for_every_snapshot_and_equal_on_read(tmp_path: Path) -> None:
+def test_metrics_are_rendered_when_something_changed_or_the_text_is_old(tmp_path: Path, settings: Any) -> None:
+    """An unchanged snapshot keeps the text of the one before while it is younger than
+    CLAIMLINE_METRICS_REFRESH (it says which snapshot it describes); a change renders at once."""
+    settings.CLAIMLINE_METRICS_REFRESH = 120
+    objects = small_cluster()
     dump = tmp_path / "cluster.json"
-    dump.write_bytes(b.dump_json(small_cluster()))
-    for minutes in (0, 1):  # the second is unchanged: only time moved
-        at = T0 + timedelta(minutes=minutes)
+    dump.write_bytes(b.dump_json(objects))
+
+    def imported(at: datetime) -> str:
         call_command("import-snapshot", str(dump), "--at", at.isoformat())
-        stored = MetricsText.objects.get()
-        assert stored.snapshot.at == at
-        assert f"claimline_as_of_timestamp_seconds {int(at.timestamp())}" in stored.text
+        return MetricsText.objects.get().text
+
+    def describes(text: str, at: datetime) -> bool:
+        return f"claimline_as_of_timestamp_seconds {int(at.timestamp())}\n" in text
+
+    assert describes(imported(T0), T0)
+    assert describes(imported(T0 + timedelta(minutes=1)), T0)  # only time moved, a minute
+    assert describes(imported(T0 + timedelta(minutes=2)), T0 + timedelta(minutes=2))  # the text was 120 s old
+    claim = next(o for o in objects if o["kind"] == "ResourceClaim")
+    claim["status"]["reservedFor"] = []
+    dump.write_bytes(b.dump_json(objects))
+    assert describes(imported(T0 + timedelta(minutes=2, seconds=30)), T0 + timedelta(minutes=2, seconds=30))
     assert assert_layer_matches_derivation("demo") > 0
+    settings.CLAIMLINE_METRICS_REFRESH = 0  # every snapshot rendered
+    assert describes(imported(T0 + timedelta(minutes=3)), T0 + timedelta(minutes=3))
 
 
 def test_history_from_before_the_layer_is_read_the_old_way_until_rebuilt(

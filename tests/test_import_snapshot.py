@@ -36,7 +36,7 @@ def test_same_dump_twice_writes_nothing_the_second_time(tmp_path: Path) -> None:
     call_command("import-snapshot", str(dump), "--at", at(0))
     first = latest()
     assert first.status == "ok"
-    assert first.versions_written == first.objects_seen == len(small_cluster())
+    assert first.versions_written == first.objects_seen == len(small_cluster()) - 1  # not the Pod without claims
     call_command("import-snapshot", str(dump), "--at", at(1))
     second = latest()
     assert (second.objects_seen, second.versions_written, second.deletions) == (first.objects_seen, 0, 0)
@@ -59,13 +59,36 @@ def test_one_changed_object_writes_one_version(tmp_path: Path) -> None:
 def test_removed_object_writes_one_deletion(tmp_path: Path) -> None:
     objects = small_cluster()
     call_command("import-snapshot", str(write(tmp_path / "a.json", objects)), "--at", at(0))
-    gone = next(o for o in objects if o["kind"] == "Pod")
+    gone = next(o for o in objects if o["kind"] == "Node")
     call_command(
         "import-snapshot", str(write(tmp_path / "b.json", [o for o in objects if o is not gone])), "--at", at(1)
     )
     assert (latest().versions_written, latest().deletions) == (0, 1)
     marker = ObjectVersion.objects.get(uid=gone["metadata"]["uid"], deleted=True)
-    assert (marker.namespace, marker.name, marker.content) == ("team-a", gone["metadata"]["name"], "")
+    assert (marker.namespace, marker.name, marker.content) == ("", gone["metadata"]["name"], "")
+
+
+def test_a_dump_stores_what_a_collection_would(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Pods DRA never sees are left out, and so are the Events about them; a deleted Pod takes its Events."""
+    objects = small_cluster()
+    web = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "web")
+    objects.append(b.event(web, "Started", "Started container web", T0, type="Normal"))
+    call_command("import-snapshot", str(write(tmp_path / "a.json", objects)), "--at", at(0))
+    assert "(ignored: 1 Event not using DRA, 1 Pod not using DRA)" in capsys.readouterr().out
+    assert not ObjectVersion.objects.filter(name="web").exists()
+    assert ObjectVersion.objects.filter(kind="Event").count() == 3
+    gone = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "train-0")
+    call_command(
+        "import-snapshot", str(write(tmp_path / "b.json", [o for o in objects if o is not gone])), "--at", at(1)
+    )
+    assert (latest().versions_written, latest().deletions) == (0, 2)  # the Pod and its Started event
+
+
+def test_a_dump_without_claims_keeps_every_pod(tmp_path: Path) -> None:
+    """Which Pods a claim reserves cannot be told without the claims: a partial dump keeps them all."""
+    pods = [o for o in small_cluster() if o["kind"] == "Pod"]
+    call_command("import-snapshot", str(write(tmp_path / "a.json", pods)), "--at", at(0))
+    assert latest().objects_seen == len(pods) == 4
 
 
 def test_resource_version_and_managed_fields_are_noise(tmp_path: Path) -> None:
@@ -104,7 +127,7 @@ def test_multi_document_yaml(tmp_path: Path) -> None:
     objects = small_cluster()
     (tmp_path / "a.yaml").write_text(yaml.safe_dump_all(objects))
     call_command("import-snapshot", str(tmp_path / "a.yaml"), "--at", at(0))
-    assert latest().objects_seen == len(objects)
+    assert latest().objects_seen == len(objects) - 1  # not the Pod without claims
 
 
 def test_snapshot_must_be_later_than_the_latest(tmp_path: Path) -> None:
