@@ -11,7 +11,6 @@ from django.conf import settings
 
 from collector.models import Cluster
 from collector.timeparse import parse_rfc3339
-from dashboard.domain.audit import audit
 from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.history import NoSnapshot, StoredHistory, latest_snapshot
 
@@ -88,6 +87,3 @@ def cluster_leaks(history: StoredHistory) -> dict[str, Any]:
 
     return history.derived(("leaks", thresholds), compute)
 
-
-def cluster_audit(history: StoredHistory) -> dict[str, Any]:
-    return history.derived("audit", lambda: audit(history))

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from dashboard import charts
-from dashboard.access import is_platform_admin, redactor_for
+from dashboard.access import is_platform_admin, redactor_for, redactor_with
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.capacity import review_csv_rows, review_table, weekly_review
 from dashboard.domain.device_history import device_history
@@ -18,9 +18,10 @@ from dashboard.domain.inventory import Inventory, advertised_devices, device_hol
 from dashboard.domain.matching import class_selectors, match_devices
 from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 from dashboard.domain.state import meta
-from dashboard.history import StoredHistory
-from dashboard.reading import ReadError, cluster_audit, cluster_leaks, leak_thresholds, open_history
+from dashboard.history import StoredHistory, namespaces_in_use
+from dashboard.reading import ReadError, cluster_leaks, leak_thresholds, open_history
 from dashboard.views import render_page
+from derived.reading import audit_read
 
 
 def _history(request: HttpRequest, cluster: str) -> tuple[Any, StoredHistory]:
@@ -150,7 +151,8 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
 @require_GET
 def audit_page(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    doc = redactor_for(request.user, c, history.state).audit(cluster_audit(history))
+    namespaces = lambda: namespaces_in_use(c, history.as_of)  # noqa: E731 - asked only of non-admins
+    doc = redactor_with(request.user, c, namespaces).audit(audit_read(history))
     kind = request.GET.get("kind", "")
     kinds = sorted({str(w["kind"]) for w in doc["warnings"]})
     if kind:

@@ -114,6 +114,29 @@ class PodExplanation(models.Model):
         return f"{self.namespace}/{self.name} ({self.pod_uid}) from {self.valid_from.isoformat()}"
 
 
+class AuditReport(models.Model):
+    """The audit's warnings (``audit.audit``) as of a span of snapshots, versioned like the Pod rows.
+
+    Derived again only after a snapshot that changed something the audit reads (any kind but
+    Events), and a new row only when the warnings differ: the audit page and /api/audit read one.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="audit_reports")
+    warnings = models.TextField(help_text="JSON: the audit document's warnings.")
+    content_hash = models.CharField(max_length=32)
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also the as-of lookup: (cluster, valid_from <= T) newest first.
+            models.UniqueConstraint(fields=["cluster", "valid_from"], name="auditreport_identity_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"audit of {self.cluster_id} from {self.valid_from.isoformat()}"
+
+
 class MetricsText(models.Model):
     """/metrics as of a cluster's latest derived snapshot, rendered by the derivation.
 

@@ -14,12 +14,14 @@ import orjson
 from django.db.models import Q
 
 from dashboard.access import known_namespaces
+from dashboard.domain.audit import audit
 from dashboard.domain.leaks import Thresholds
 from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
 from dashboard.domain.state import Object, uid_of
+from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
-from derived.models import PodExplanation
+from derived.models import AuditReport, PodExplanation
 from derived.writer import counts_as_of, covered, metrics_text_stands
 
 
@@ -76,6 +78,23 @@ def explain_read(
     if doc is not None:
         return doc, lambda: namespaces_in_use(history.cluster, history.as_of)
     return explain(history, namespace, name, pod_uid=pod_uid), lambda: known_namespaces(history.state)
+
+
+def audit_read(history: StoredHistory) -> dict[str, Any]:
+    """The audit document: the stored warnings valid at the snapshot, else the audit run now."""
+    if covers(history):
+        as_of = history.as_of
+        row = (
+            AuditReport.objects.filter(
+                Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
+            )
+            .order_by("-valid_from")
+            .values_list("warnings", flat=True)
+            .first()
+        )
+        if row is not None:
+            return {"as_of": rfc3339(as_of), "warnings": orjson.loads(row)}
+    return history.derived("audit", lambda: audit(history))
 
 
 def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: CollectionHealth | None = None) -> str:

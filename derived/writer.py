@@ -37,6 +37,7 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
 from collector.models import Cluster, ObjectVersion, Snapshot
+from dashboard.domain.audit import audit
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import CachedHistory
 from dashboard.domain.lifecycle import is_terminal
@@ -45,7 +46,7 @@ from dashboard.domain.state import HistoryView, Version, uid_of
 from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
-from derived.models import DOMAIN_VERSION, DerivedSnapshot, MetricsText, PodExplanation
+from derived.models import DOMAIN_VERSION, AuditReport, DerivedSnapshot, MetricsText, PodExplanation
 
 log = logging.getLogger("claimline.derived")
 
@@ -131,6 +132,8 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             pods = affected_pods(snapshot) if snapshot.versions_written or snapshot.deletions else set()
             pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
         written = _write(snapshot, history, pods)
+        if full or ObjectVersion.objects.filter(snapshot=snapshot).exclude(kind="Event").exists():
+            written += _write_audit(snapshot, history)
         DerivedSnapshot.objects.create(
             snapshot=snapshot,
             version=DOMAIN_VERSION,
@@ -324,6 +327,22 @@ def _write(snapshot: Snapshot, history: _SnapshotHistory, pods: set[str]) -> int
     return len(rows)
 
 
+def _write_audit(snapshot: Snapshot, history: _SnapshotHistory) -> int:
+    """The audit as of the snapshot, when it differs from the one before; how many rows were written."""
+    content = orjson.dumps(audit(history)["warnings"])
+    digest = hashlib.blake2b(content, digest_size=16).hexdigest()
+    # Derived before by other code: replaced (the row before it was closed at this snapshot).
+    AuditReport.objects.filter(cluster_id=snapshot.cluster_id, valid_from=snapshot.at).delete()
+    head = AuditReport.objects.filter(cluster_id=snapshot.cluster_id, valid_to__isnull=True).first()
+    if head is not None and head.content_hash == digest:
+        return 0
+    AuditReport.objects.filter(cluster_id=snapshot.cluster_id, valid_to__isnull=True).update(valid_to=snapshot.at)
+    AuditReport.objects.create(
+        cluster_id=snapshot.cluster_id, warnings=content.decode(), content_hash=digest, valid_from=snapshot.at
+    )
+    return 1
+
+
 def _row(
     snapshot: Snapshot, pod_uid: str, doc: dict[str, Any], content: str, digest: str, history: _SnapshotHistory
 ) -> PodExplanation:
@@ -435,6 +454,8 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
         PodExplanation.objects.filter(cluster=cluster, valid_from__gte=at).delete()
         PodExplanation.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
+        AuditReport.objects.filter(cluster=cluster, valid_from__gte=at).delete()
+        AuditReport.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
 

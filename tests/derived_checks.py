@@ -9,11 +9,12 @@ import orjson
 from django.conf import settings
 
 from collector.models import Cluster, ObjectVersion, Snapshot
+from dashboard.domain.audit import audit
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.verdicts import explain
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
-from derived.reading import covers, metrics_read, stored_explain
+from derived.reading import audit_read, covers, metrics_read, stored_explain
 from derived.writer import metrics_text_stands
 
 
@@ -23,7 +24,7 @@ def _json(doc: Any) -> Any:
 
 def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, since: datetime | None = None) -> int:
     """Every Pod incarnation at every snapshot (from ``since``): the stored explain document equals
-    explain's; /metrics too. Returns how many documents were compared."""
+    explain's; the audit and /metrics too. Returns how many documents were compared."""
     cluster = Cluster.objects.get(name=cluster_name)
     pods = sorted(
         set(ObjectVersion.objects.filter(cluster=cluster, kind="Pod").values_list("namespace", "name", "uid"))
@@ -43,6 +44,7 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             derived = explain(StoredHistory(cluster, at), namespace, name, pod_uid=uid)
             assert _json(stored) == _json(derived), (at, namespace, name, uid)
             compared += 1
+        assert audit_read(history) == audit(StoredHistory(cluster, at)), at
         if metrics:
             thresholds = leak_thresholds()
             # After an unchanged snapshot the text of an earlier one may stand (CLAIMLINE_METRICS_REFRESH).

@@ -18,7 +18,7 @@ from dashboard.config import ClusterSource
 from dashboard.history import StoredHistory
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
-from derived.models import DerivedSnapshot, MetricsText, PodExplanation
+from derived.models import AuditReport, DerivedSnapshot, MetricsText, PodExplanation
 from derived.reading import covers, stored_explain
 from tests.clusters import T0, small_cluster
 from tests.derived_checks import assert_layer_matches_derivation
@@ -304,3 +304,33 @@ def test_the_history_before_a_snapshot_is_rewound_from_it_not_read_again(demo_hi
         for kind in dict.keys(later.state.objects):
             assert rewound.state.objects[kind] == fresh.state.objects[kind], kind
         assert later.state.objects != rewound.state.objects  # the story changes something at every step
+
+
+def test_the_audit_is_read_from_its_row_and_derived_only_when_something_it_reads_changed(
+    tmp_path: Path, admin_client: Client
+) -> None:
+    objects = small_cluster()
+    dump = tmp_path / "cluster.json"
+
+    def imported(minutes: int) -> None:
+        dump.write_bytes(b.dump_json(objects))
+        call_command("import-snapshot", str(dump), "--at", (T0 + timedelta(minutes=minutes)).isoformat())
+
+    imported(0)
+    imported(1)  # unchanged
+    pod = next(o for o in objects if o["kind"] == "Pod" and o["spec"].get("resourceClaims"))
+    objects.append(b.event(pod, "Pulled", "Container image pulled", T0, type="Normal"))
+    imported(2)  # an Event: nothing the audit reads
+    assert AuditReport.objects.count() == 1
+    objects.append(b.namespace("debug", admin_access=True))
+    imported(3)  # a Namespace labelled for adminAccess: a warning from then on
+    first, second = AuditReport.objects.order_by("valid_from")
+    assert first.valid_to == second.valid_from == T0 + timedelta(minutes=3) and second.valid_to is None
+    assert "admin-access-namespace" not in first.warnings and "debug" in second.warnings
+    assert assert_layer_matches_derivation("demo") > 0
+
+    head = AuditReport.objects.get(valid_to__isnull=True)
+    head.warnings = orjson.dumps([{"kind": "edited-behind-the-layer", "subject": "worker-0", "message": "x"}]).decode()
+    head.save()
+    assert admin_client.get("/api/audit", secure=True).json()["warnings"][0]["kind"] == "edited-behind-the-layer"
+    assert "edited-behind-the-layer" in admin_client.get("/c/demo/audit/", secure=True).content.decode()
