@@ -64,10 +64,13 @@ class _SnapshotHistory(CachedHistory):
     """The snapshot's history, sharing ``before`` views: every Pod deleted at one time is
     judged against the same earlier history (and its one inventory and event index)."""
 
-    def __init__(self, history: HistoryView) -> None:
+    def __init__(self, history: HistoryView, inventory_changed: bool = True) -> None:
         super().__init__(history)
         self._before: dict[datetime, HistoryView] = {}
         self._inventories: dict[int, tuple[HistoryView, Inventory]] = {}
+        # Whether the snapshot changed anything but claims, templates, Pods and Events: if not, the
+        # cluster just before it has the same devices and nodes, and only the holders are read again.
+        self._inventory_changed = inventory_changed
 
     def versions(self, kind: str, uid: str) -> list[Version]:
         # Not remembered: each Pod's judgement gets objects of its own, as from the database.
@@ -82,7 +85,11 @@ class _SnapshotHistory(CachedHistory):
         """One inventory per history judged from (keeps the history alive, so ids stay unique)."""
         held = self._inventories.get(id(history))
         if held is None:
-            held = self._inventories[id(history)] = (history, Inventory.of(history.state))
+            if not self._inventory_changed and history is not self and history is self._before.get(self.as_of):
+                inventory = self.inventory_of(self).with_claims_of(history.state)
+            else:
+                inventory = Inventory.of(history.state)
+            held = self._inventories[id(history)] = (history, inventory)
         return held[1]
 
 
@@ -122,7 +129,10 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             .first()
         )
         full = previous is None or not covered(previous)
-        history = _SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at))
+        changed_inventory = (
+            ObjectVersion.objects.filter(snapshot=snapshot).exclude(kind__in=_POD_SCOPED).exists()
+        )
+        history = _SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at), changed_inventory)
         if full:
             pods = set(history.state.objects.get("Pod", {}))
             # Rows of Pods gone meanwhile may be stale (or judged by other code): they end here,

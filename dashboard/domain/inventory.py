@@ -432,6 +432,17 @@ class Inventory:
         state.derived["inventory"] = inventory
         return inventory
 
+    def with_claims_of(self, state: ClusterState) -> Inventory:
+        """This inventory for ``state``, a state that differs from this one's only in claims and Pods
+        (the cluster just before a snapshot that changed nothing else): the devices and nodes are
+        this one's, only who holds which device is read again. Kept with ``state`` as ``of`` keeps it."""
+        cached = state.derived.get("inventory")
+        if isinstance(cached, Inventory) and cached.state is state:
+            return cached
+        inventory = Inventory(state, self.devices, self.nodes, device_holders(state), self.by_id)
+        state.derived["inventory"] = inventory
+        return inventory
+
     def drivers(self) -> set[str]:
         return {d.driver for d in self.devices}
 
