@@ -2,6 +2,7 @@
 """The derived layer's price and payoff: page times before/after, and what deriving costs a collection.
 
     .venv/bin/python bench/derived_cost.py --nodes 200 [--hours 3] [--repeat 3]
+    .venv/bin/python bench/derived_cost.py --nodes 5000 --hours 1 --write-only   # the write side alone
 
 Per size, in its own database (``claimline_bench_derived_<N>``, recreated): ``--hours`` hourly
 generations of the synthetic cluster with 1% churn, written as ``bench/week_history.py`` writes
@@ -101,7 +102,7 @@ def timed_requests(client: Any, pods: dict[str, tuple[str, str]], repeat: int) -
     return out
 
 
-def run(nodes: int, hours: int, repeat: int) -> None:
+def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
     from django.contrib.auth.models import User
     from django.core.management import call_command
     from django.test import Client
@@ -121,11 +122,13 @@ def run(nodes: int, hours: int, repeat: int) -> None:
     client = Client()
     client.force_login(User.objects.get(username="bench"))
     pods = samples()
-    emit(nodes=nodes, step="before (derived on read)", **timed_requests(client, pods, repeat))
+    if not write_only:
+        emit(nodes=nodes, step="before (derived on read)", **timed_requests(client, pods, repeat))
     started = time.perf_counter()
     call_command("rebuild-derived", "--cluster", "bench", stdout=sys.stderr)
     emit(nodes=nodes, step="rebuild-derived", snapshots=2 * hours, seconds=round(time.perf_counter() - started, 1))
-    emit(nodes=nodes, step="after (read from the layer)", **timed_requests(client, pods, repeat))
+    if not write_only:
+        emit(nodes=nodes, step="after (read from the layer)", **timed_requests(client, pods, repeat))
     last_at = WEEK_START + (hours - 1) * HOUR + timedelta(seconds=30)
     snap = write(cluster, last_at + timedelta(seconds=30), stored)
     start = time.perf_counter()
@@ -138,7 +141,7 @@ def run(nodes: int, hours: int, repeat: int) -> None:
     emit(nodes=nodes, step="derive 1% churn snapshot", seconds=round(time.perf_counter() - start, 3),
          versions=snap.versions_written, deletions=snap.deletions, result=result.describe() if result else None)
     start = time.perf_counter()
-    render_latest_metrics(snap)
+    render_latest_metrics(snap, force=True)
     emit(nodes=nodes, step="render /metrics (its own task)", seconds=round(time.perf_counter() - start, 3))
 
 
@@ -147,13 +150,14 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=200, help="one size per run (Django is set up once)")
     parser.add_argument("--hours", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--write-only", action="store_true", help="only the write side: no page timings")
     args = parser.parse_args()
     os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     os.environ["CLAIMLINE_CLUSTERS"] = "bench=in-cluster"
     url = recreate_database(f"claimline_bench_derived_{args.nodes}")
     setup_django(url)
     logging.getLogger("claimline").setLevel(logging.WARNING)
-    run(args.nodes, args.hours, args.repeat)
+    run(args.nodes, args.hours, args.repeat, args.write_only)
 
 
 if __name__ == "__main__":
