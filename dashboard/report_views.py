@@ -6,6 +6,7 @@ import csv
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
@@ -14,14 +15,17 @@ from dashboard.access import is_platform_admin, redactor_for, redactor_with
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.capacity import review_csv_rows, review_table, weekly_review
 from dashboard.domain.device_history import device_history
-from dashboard.domain.inventory import Inventory, advertised_devices, device_holders, typed_value
+from dashboard.domain.inventory import AdvertisedDevice, Inventory, advertised_devices, device_holders, typed_value
 from dashboard.domain.matching import class_selectors, match_devices
+from dashboard.domain.redaction import Redactor
 from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 from dashboard.domain.state import meta
 from dashboard.history import StoredHistory, namespaces_in_use
 from dashboard.reading import ReadError, cluster_leaks, leak_thresholds, open_history
 from dashboard.views import render_page
 from derived.reading import audit_read
+
+DEVICES_PER_PAGE = 500
 
 
 def _history(request: HttpRequest, cluster: str) -> tuple[Any, StoredHistory]:
@@ -114,38 +118,58 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     holders = device_holders(history.state)
     redactor = redactor_for(request.user, c, history.state)
     flagged = {str(x["uid"]): str(x["reason"]) for x in cluster_leaks(history)["claims"]}
-    rows = []
-    for device in advertised_devices(history.state):
-        holder = holders.get(device.id)
-        if holder is not None and not redactor.scope.sees(meta(holder).get("namespace")):
-            holder = {"metadata": {"name": "(another namespace)"}, "status": holder.get("status")}
-        rows.append(
-            {
-                "node": device.node_name or device.reach.describe(),
-                "driver": device.driver,
-                "pool": device.pool,
-                "name": device.name,
-                "driver_name": device.driver,
-                "product": typed_value(device.attributes.get("productName")),
-                "memory": device.capacity_value("memory"),
-                "uuid": device.uuid,
-                "taints": [f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in device.taints],
-                "holder": holder,
-                "holder_name": "/".join(filter(None, (meta(holder).get("namespace"), meta(holder).get("name"))))
-                if holder
-                else "",
-                "holder_uid": meta(holder).get("uid", "") if holder else "",
-                "leak": flagged.get(meta(holder).get("uid", ""), "") if holder else "",
-                "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
-            }
-        )
-    rows.sort(key=lambda r: (r["node"], r["pool"], r["name"]))
-    held = sum(1 for r in rows if r["holder"])
+    node = request.GET.get("node", "")
+    devices = [d for d in advertised_devices(history.state) if not node or _node_of(d) == node]
+    devices.sort(key=lambda d: (_node_of(d), d.pool, d.name))
+    # 40,000 GPUs at 5,000 nodes: a page of rows is rendered, not megabytes of them.
+    page = Paginator(devices, DEVICES_PER_PAGE).get_page(request.GET.get("page"))
+    rows = [_inventory_row(device, holders.get(device.id), redactor, flagged) for device in page.object_list]
+    held = sum(1 for d in devices if d.id in holders)
     counter_sets = [
-        {**u, "holders": _visible(u["holders"], redactor)} for u in counter_set_usage(Inventory.of(history.state))
+        {**u, "holders": _visible(u["holders"], redactor)}
+        for u in counter_set_usage(Inventory.of(history.state))
+        if not node or u.get("node") == node
     ]
-    context = {"cluster": c, "rows": rows, "held": held, "as_of": history.as_of, "counter_sets": counter_sets}
+    context = {
+        "cluster": c,
+        "rows": rows,
+        "page": page,
+        "node": node,
+        "total": len(devices),
+        "held": held,
+        "as_of": history.as_of,
+        "counter_sets": counter_sets,
+    }
     return render_page(request, "dashboard/inventory.html", context, "inventory")
+
+
+def _node_of(device: AdvertisedDevice) -> str:
+    return device.node_name or device.reach.describe()
+
+
+def _inventory_row(
+    device: AdvertisedDevice, holder: dict[str, Any] | None, redactor: Redactor, flagged: dict[str, str]
+) -> dict[str, Any]:
+    if holder is not None and not redactor.scope.sees(meta(holder).get("namespace")):
+        holder = {"metadata": {"name": "(another namespace)"}, "status": holder.get("status")}
+    return {
+        "node": _node_of(device),
+        "driver": device.driver,
+        "pool": device.pool,
+        "name": device.name,
+        "driver_name": device.driver,
+        "product": typed_value(device.attributes.get("productName")),
+        "memory": device.capacity_value("memory"),
+        "uuid": device.uuid,
+        "taints": [f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in device.taints],
+        "holder": holder,
+        "holder_name": "/".join(filter(None, (meta(holder).get("namespace"), meta(holder).get("name"))))
+        if holder
+        else "",
+        "holder_uid": meta(holder).get("uid", "") if holder else "",
+        "leak": flagged.get(meta(holder).get("uid", ""), "") if holder else "",
+        "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
+    }
 
 
 @require_GET

@@ -109,3 +109,20 @@ def test_claims_list_filters_by_namespace_and_pages(admin_client: Client, tmp_pa
     assert second.count('href="/c/demo/claims/') == 50
     only = admin_client.get("/c/demo/claims", {"namespace": "ns-1"}).content.decode()
     assert only.count('href="/c/demo/claims/') == 83 and "<td>ns-2</td>" not in only
+
+
+def test_inventory_renders_a_page_of_devices_and_one_node(
+    admin_client: Client, history: list[dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashboard import report_views
+
+    monkeypatch.setattr(report_views, "DEVICES_PER_PAGE", 3)
+    first = admin_client.get("/c/demo/inventory/", secure=True).content.decode()
+    assert "8 devices advertised" in first and "page 1 of 3" in first
+    assert first.count('<a href="/c/demo/devices/') == 3
+    last = admin_client.get("/c/demo/inventory/?page=3", secure=True).content.decode()
+    assert last.count('<a href="/c/demo/devices/') == 2 and "worker-1" in last and "next →" not in last
+    one = admin_client.get("/c/demo/inventory/?node=worker-0", HTTP_HX_REQUEST="true", secure=True)
+    body = one.content.decode()
+    assert "4 devices advertised on worker-0" in body and "worker-1" not in body.split("</p>", 1)[1]
+    assert "<h1>" not in body and one["Vary"] and "HX-Request" in one["Vary"]
