@@ -14,8 +14,8 @@ from dashboard import charts
 from dashboard.access import is_platform_admin, redactor_for, redactor_with
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.capacity import review_csv_rows, review_table, weekly_review
-from dashboard.domain.device_history import device_history
-from dashboard.domain.inventory import AdvertisedDevice, Inventory, advertised_devices, device_holders, typed_value
+from dashboard.domain.device_history import DeviceIndex, device_history
+from dashboard.domain.inventory import AdvertisedDevice, Inventory, typed_value
 from dashboard.domain.matching import class_selectors, match_devices
 from dashboard.domain.redaction import Redactor
 from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
@@ -115,11 +115,12 @@ def review_csv(request: HttpRequest, cluster: str) -> HttpResponse:
 @require_GET
 def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    holders = device_holders(history.state)
+    known = Inventory.of(history.state)  # built once per snapshot, shared with the other pages
+    holders = known.holders
     redactor = redactor_for(request.user, c, history.state)
     flagged = {str(x["uid"]): str(x["reason"]) for x in cluster_leaks(history)["claims"]}
     node = request.GET.get("node", "")
-    devices = [d for d in advertised_devices(history.state) if not node or _node_of(d) == node]
+    devices = [d for d in known.devices if not node or _node_of(d) == node]
     devices.sort(key=lambda d: (_node_of(d), d.pool, d.name))
     # 40,000 GPUs at 5,000 nodes: a page of rows is rendered, not megabytes of them.
     page = Paginator(devices, DEVICES_PER_PAGE).get_page(request.GET.get("page"))
@@ -127,7 +128,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     held = sum(1 for d in devices if d.id in holders)
     counter_sets = [
         {**u, "holders": _visible(u["holders"], redactor)}
-        for u in counter_set_usage(Inventory.of(history.state))
+        for u in counter_set_usage(known)
         if not node or u.get("node") == node
     ]
     context = {
@@ -214,8 +215,10 @@ def device_classes(request: HttpRequest, cluster: str) -> HttpResponse:
 def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str) -> HttpResponse:
     c, history = _history(request, cluster)
     redactor = redactor_for(request.user, c, history.state)
-    doc = device_history(history, (driver, pool, name))
-    if not doc["claims"] and not any(d.id == (driver, pool, name) for d in advertised_devices(history.state)):
+    # Which claims held a device is written only in the claims: indexed once per snapshot for every device.
+    index = history.derived("device-index", lambda: DeviceIndex.of(history))
+    doc = device_history(history, (driver, pool, name), index)
+    if not doc["claims"] and (driver, pool, name) not in Inventory.of(history.state).by_id:
         raise Http404("no such device")
     hidden = [x for x in doc["claims"] if not redactor.scope.sees(x["namespace"])]
     doc["claims"] = [x for x in doc["claims"] if redactor.scope.sees(x["namespace"])]

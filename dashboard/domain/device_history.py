@@ -13,7 +13,7 @@ from typing import Any
 from dashboard.domain.claims import consumers
 from dashboard.domain.inventory import DeviceId, allocated_devices
 from dashboard.domain.leaks import allocation_time
-from dashboard.domain.state import HistoryView, Object, meta, ns_name
+from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.timefmt import rfc3339
 
 PREPARE_FAILURES = ("FailedPrepareDynamicResources", "FailedPrepareResources")
@@ -31,50 +31,74 @@ class _Holding:
     consumers: set[str]
 
 
-def _holds(claim: Object, device: DeviceId) -> bool:
-    return any(d.id == device for d in allocated_devices(claim))
-
-
 def _consumer_uids(claim: Object) -> set[str]:
     return {str(c["uid"]) for c in consumers(claim) if c.get("uid")}
 
 
-def holdings(history: HistoryView, device: DeviceId) -> list[_Holding]:
-    """Every stretch a claim held ``device``, from its allocation time until released or gone."""
-    out: list[_Holding] = []
+@dataclass
+class DeviceIndex:
+    """Every device's holdings and every Pod's preparation failures, from one pass over history.
+
+    A device page asks about one device, but which claims held it is written only in the
+    claims: one pass over every claim version finds it for all devices, so a snapshot's
+    device pages share it rather than each reading the cluster's claims and events again.
+    """
+
+    holdings: dict[DeviceId, list[_Holding]]
+    failures: dict[str, list[Object]]  # FailedPrepare* events (their last content) by Pod UID
+
+    @classmethod
+    def of(cls, history: HistoryView) -> DeviceIndex:
+        return cls(_holdings(history), _failures(history))
+
+
+def _holdings(history: HistoryView) -> dict[DeviceId, list[_Holding]]:
+    """Every stretch a claim held a device, from its allocation time until released or gone."""
+    out: dict[DeviceId, list[_Holding]] = {}
     for uid, versions in history.all_versions("ResourceClaim").items():
-        current: _Holding | None = None
+        current: dict[DeviceId, _Holding] = {}
         for version in versions:
             obj = version.obj
-            if obj is not None and _holds(obj, device):
-                if current is None:
-                    namespace, name = ns_name(obj)
-                    current = _Holding(uid, namespace, name, allocation_time(obj) or version.at, None, set())
-                current.consumers |= _consumer_uids(obj)
-            elif current is not None:
-                current.until = version.at
-                out.append(current)
-                current = None
-        if current is not None:
-            out.append(current)
-    return sorted(out, key=lambda h: h.since)
+            held = {d.id for d in allocated_devices(obj)} if obj is not None else set()
+            for device in [d for d in current if d not in held]:
+                ended = current.pop(device)
+                ended.until = version.at
+                out.setdefault(device, []).append(ended)
+            if obj is None or not held:
+                continue
+            namespace, name = ns_name(obj)
+            who = _consumer_uids(obj)
+            for device in held:
+                holding = current.get(device)
+                if holding is None:
+                    since = allocation_time(obj) or version.at
+                    holding = current[device] = _Holding(uid, namespace, name, since, None, set())
+                holding.consumers |= who
+        for device, holding in current.items():
+            out.setdefault(device, []).append(holding)
+    for stretches in out.values():
+        stretches.sort(key=lambda h: h.since)
+    return out
 
 
-def _events_about(history: HistoryView, uids: set[str]) -> list[Object]:
-    events = []
+def _failures(history: HistoryView) -> dict[str, list[Object]]:
+    out: dict[str, list[Object]] = {}
     for versions in history.all_versions("Event").values():
         last = next((v.obj for v in reversed(versions) if v.obj is not None), None)
         involved = (last or {}).get("involvedObject") or {}
-        if last is not None and involved.get("uid") in uids and last.get("reason") in PREPARE_FAILURES:
-            events.append(last)
-    return events
+        if last is not None and involved.get("uid") and last.get("reason") in PREPARE_FAILURES:
+            out.setdefault(str(involved["uid"]), []).append(last)
+    return out
 
 
-def device_history(history: HistoryView, device: DeviceId) -> dict[str, Any]:
-    held = holdings(history, device)
+def device_history(history: HistoryView, device: DeviceId, index: DeviceIndex | None = None) -> dict[str, Any]:
+    """``index``: the snapshot's ``DeviceIndex`` when the caller keeps one (built here otherwise)."""
+    index = index or DeviceIndex.of(history)
+    held = index.holdings.get(device, [])
     by_pod = {pod: h for h in held for pod in h.consumers}
     failures = []
-    for event in _events_about(history, set(by_pod)):
+    about = [event for pod in by_pod for event in index.failures.get(pod, ())]
+    for event in sorted(about, key=uid_of):  # in the events' order, as they are stored
         holding = by_pod[str((event.get("involvedObject") or {}).get("uid"))]
         failures.append(
             {
