@@ -18,12 +18,11 @@ from collector.reports import snapshots_document
 from dashboard.access import is_platform_admin, redactor_for, redactor_with, scope_for
 from dashboard.domain.cel import SelectorCompileError
 from dashboard.domain.claims import claim_summaries
-from dashboard.domain.leaks import find_leaks
 from dashboard.domain.matching import match_devices
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import PodNotFound
 from dashboard.history import StoredHistory, collection_health, namespaces_in_use
-from dashboard.reading import ReadError, leak_thresholds, open_history
+from dashboard.reading import ReadError, cluster_leaks, leak_thresholds, open_history
 from derived.reading import audit_read, explain_read, metrics_read
 
 
@@ -111,7 +110,7 @@ def api_match_devices(request: HttpRequest, history: StoredHistory) -> Any:
 
 @with_history
 def api_leaks(request: HttpRequest, history: StoredHistory) -> Any:
-    return redactor_for(request.user, history.cluster, history.state).leaks(find_leaks(history, leak_thresholds()))
+    return redactor_for(request.user, history.cluster, history.state).leaks(cluster_leaks(history))
 
 
 @with_history
