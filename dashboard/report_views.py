@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from dashboard import charts
 from dashboard.access import is_platform_admin, redactor_for
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.capacity import review_csv_rows, review_table, weekly_review
+from dashboard.domain.capacity import review_csv_rows, review_table
 from dashboard.domain.device_history import device_history
 from dashboard.domain.inventory import Inventory, advertised_devices, device_holders, typed_value
 from dashboard.domain.matching import class_selectors, match_devices
@@ -21,6 +21,7 @@ from dashboard.domain.state import meta
 from dashboard.history import StoredHistory
 from dashboard.reading import ReadError, cluster_audit, cluster_leaks, leak_thresholds, open_history
 from dashboard.views import render_page
+from derived.review import review_read
 
 
 def _history(request: HttpRequest, cluster: str) -> tuple[Any, StoredHistory]:
@@ -74,7 +75,7 @@ def _review(request: HttpRequest, cluster: str) -> tuple[Any, dict[str, Any], da
     current = week_start_of(None, history.as_of)
     if start > current:
         raise Http404(f"the week of {start.date()} has not begun as of {history.as_of.isoformat()}")
-    doc = weekly_review(history, start, leak_thresholds())
+    doc = review_read(history, start, leak_thresholds())
     return c, redactor_for(request.user, c, history.state).review(doc), start, start < current
 
 

@@ -1,4 +1,5 @@
-"""Deriving a stored snapshot's Pod explanations into ``PodExplanation`` rows.
+"""Deriving a stored snapshot's Pod explanations into ``PodExplanation`` rows, and the allocation
+spans of the claims it changed into ``AllocationSpan`` rows (``derived.spans``).
 
 The domain stays the one definition of a verdict: every document is what
 ``verdicts.explain_incarnation`` returns, over the same ``StoredHistory`` a page would
@@ -46,6 +47,7 @@ from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from derived.models import DOMAIN_VERSION, DerivedSnapshot, MetricsText, PodExplanation
+from derived.spans import forget_spans_from, inventory_held_in_part, write_spans
 
 log = logging.getLogger("claimline.derived")
 
@@ -131,7 +133,9 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             pods = affected_pods(snapshot) if snapshot.versions_written or snapshot.deletions else set()
             pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
         written = _write(snapshot, history, pods)
+        write_spans(snapshot, full)
         DerivedSnapshot.objects.create(
+            held_in_part=_held_in_part(snapshot, history, None if full else previous),
             snapshot=snapshot,
             version=DOMAIN_VERSION,
             cluster_id=snapshot.cluster_id,
@@ -212,6 +216,18 @@ def derive_backlog(cluster_id: int) -> list[Derivation]:
                 done.append(result)
         render_latest_metrics(backlog[-1])
     return done
+
+
+def _held_in_part(snapshot: Snapshot, history: _SnapshotHistory, previous: int | None) -> bool:
+    """The inventory's ``held_in_part``: the previous snapshot's unless this one changed the inventory."""
+    if previous is not None:
+        changed = bool(snapshot.versions_written or snapshot.deletions) and (
+            ObjectVersion.objects.filter(snapshot=snapshot).exclude(kind__in=_POD_SCOPED).exists()
+        )
+        known = DerivedSnapshot.objects.filter(snapshot_id=previous).values_list("held_in_part", flat=True).first()
+        if not changed and known is not None:
+            return known
+    return inventory_held_in_part(history.state)
 
 
 def _open(cluster_id: int) -> Any:
@@ -412,6 +428,7 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
         PodExplanation.objects.filter(cluster=cluster, valid_from__gte=at).delete()
         PodExplanation.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
+        forget_spans_from(cluster.pk, at)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
 
