@@ -60,7 +60,7 @@ def stored_allocations(
         .values_list("claim_uid", "namespace", "driver", "pool", "device", "start", "end")
     )
     spans: list[tuple[str, str, tuple[str, str, str], datetime, datetime]] = []
-    for uid, namespace, driver, pool, device, start, end in rows.iterator(BATCH):
+    for uid, namespace, driver, pool, device, start, end in rows:
         # A span that ends after the asked time was still held then.
         end = as_of if end is None or end > as_of else end
         if end > start:
@@ -112,8 +112,9 @@ def _versions(
     rows = ObjectVersion.objects.filter(cluster_id=cluster_id, kind=kind, valid_from__lte=as_of)
     for i in range(0, len(uids), BATCH):
         chosen = rows.filter(uid__in=uids[i : i + BATCH]).order_by("uid", "valid_from")
+        # Fetched whole, without a server-side cursor's round trips: the claims of the review's weeks.
         for uid, at, valid_to, deleted, content in chosen.values_list(
             "uid", "valid_from", "valid_to", "deleted", "content"
-        ).iterator(BATCH):
+        ):
             out.setdefault(uid, []).append((Version(at, None if deleted else orjson.loads(content)), valid_to))
     return out
