@@ -18,7 +18,7 @@ from dashboard.config import ClusterSource
 from dashboard.history import StoredHistory
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
-from derived.models import DerivedSnapshot, MetricsText, PodExplanation
+from derived.models import AllocationSpan, DerivedSnapshot, MetricsText, PodExplanation
 from derived.reading import covers, stored_explain
 from tests.clusters import T0, small_cluster
 from tests.derived_checks import assert_layer_matches_derivation, assert_review_matches_derivation
@@ -166,8 +166,10 @@ def test_pruning_drops_derived_documents_no_later_query_reads(tmp_path: Path) ->
     times = import_story(tmp_path)
     cutoff = times[3] + timedelta(minutes=1)
     assert PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
+    assert AllocationSpan.objects.filter(end__lte=cutoff).exists()
     prune_history(Cluster.objects.get(name="demo"), cutoff)
     assert not PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
+    assert not AllocationSpan.objects.filter(end__lte=cutoff).exists()
     history = StoredHistory(Cluster.objects.get(name="demo"))
     for namespace, name in PodExplanation.objects.values_list("namespace", "name").distinct():
         stored = stored_explain(history, namespace, name)
