@@ -6,6 +6,8 @@ rest of the layer (tests/test_derived.py, tests/test_derived_equivalence.py).
 
 from __future__ import annotations
 
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,10 @@ from django.core.management import call_command
 from collector.models import Cluster, ObjectVersion
 from dashboard.domain.capacity import allocation_stretches
 from dashboard.history import StoredHistory
+from demo import builders as b
+from demo.story import DEMO_BASE, demo_snapshots
 from derived.models import AllocationSpan, DerivedSnapshot
+from tests.clusters import small_cluster
 from tests.derived_checks import assert_review_matches_derivation
 
 pytestmark = pytest.mark.django_db
@@ -77,3 +82,22 @@ def test_a_dropped_layer_gets_the_same_spans_when_rebuilt(demo_history: Any) -> 
     DerivedSnapshot.objects.all().delete()
     call_command("rebuild-derived")
     assert _spans() == derived
+
+
+def test_held_in_part_follows_the_inventory(tmp_path: Path) -> None:
+    """Whole GPUs, then the demo's inventory (a partitioned H100, a shared L40S), then whole GPUs again:
+    the flag follows each inventory change, and the review equals the on-read one throughout."""
+    demo_at, demo_objects = demo_snapshots(DEMO_BASE)[-1]
+    stages = [
+        (demo_at - timedelta(hours=2), small_cluster(demo_at - timedelta(hours=2))),
+        (demo_at, demo_objects),
+        (demo_at + timedelta(hours=1), small_cluster(demo_at + timedelta(hours=1))),
+    ]
+    for i, (at, objects) in enumerate(stages):
+        dump = tmp_path / f"flip-{i}.json"
+        dump.write_bytes(b.dump_json(objects))
+        call_command("import-snapshot", str(dump), "--at", at.isoformat(), "--cluster", "flip")
+    flags = DerivedSnapshot.objects.filter(cluster__name="flip").order_by("at").values_list("held_in_part", flat=True)
+    assert list(flags) == [False, True, False]
+    compared = assert_review_matches_derivation("flip")
+    assert compared["allocated"] > 0 and compared["equivalent"] < compared["allocated"]
