@@ -24,6 +24,10 @@ How the numbers are made:
   ``as_of``. Advertised devices and the device series count physical GPUs: a
   partitioned GPU once, not once per partition.
 - Weeks are ``[start, start + 7 days)`` cut at ``as_of``; a cut week is ``partial``.
+
+The claims' stretches can come from elsewhere (``Allocations``): the derived layer stores each
+``allocation_runs`` run as a row and hands the review the ones overlapping its weeks, so it reads
+only those claims; every number is still made here.
 """
 
 from __future__ import annotations
