@@ -51,9 +51,19 @@ def build(nodes: int, hours: int, churn: float) -> None:
         pass
     built = time.perf_counter()
     call_command("rebuild-derived", "--cluster", cluster_name(nodes), stdout=io.StringIO())
-    print(json.dumps({"built": cluster_name(nodes), "nodes": nodes, "hours": hours,
-                      "build_s": round(built - started, 1),
-                      "rebuild_derived_s": round(time.perf_counter() - built, 1), "load": load()}), flush=True)
+    print(
+        json.dumps(
+            {
+                "built": cluster_name(nodes),
+                "nodes": nodes,
+                "hours": hours,
+                "build_s": round(built - started, 1),
+                "rebuild_derived_s": round(time.perf_counter() - built, 1),
+                "load": load(),
+            }
+        ),
+        flush=True,
+    )
 
 
 def measure(nodes: int, repeat: int) -> dict[str, Any]:
