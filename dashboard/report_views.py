@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 from dashboard import charts
 from dashboard.access import is_platform_admin, redactor_for, redactor_with
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.capacity import review_csv_rows, review_table, weekly_review
+from dashboard.domain.capacity import review_csv_rows, review_table
 from dashboard.domain.device_history import DeviceIndex, device_history
 from dashboard.domain.inventory import AdvertisedDevice, Inventory, typed_value
 from dashboard.domain.matching import class_selectors, match_devices
@@ -24,6 +24,7 @@ from dashboard.history import StoredHistory, namespaces_in_use
 from dashboard.reading import ReadError, cluster_leaks, leak_thresholds, open_history
 from dashboard.views import render_page
 from derived.reading import audit_read
+from derived.review import review_read
 
 DEVICES_PER_PAGE = 500
 
@@ -79,7 +80,7 @@ def _review(request: HttpRequest, cluster: str) -> tuple[Any, dict[str, Any], da
     current = week_start_of(None, history.as_of)
     if start > current:
         raise Http404(f"the week of {start.date()} has not begun as of {history.as_of.isoformat()}")
-    doc = weekly_review(history, start, leak_thresholds())
+    doc = review_read(history, start, leak_thresholds())
     return c, redactor_for(request.user, c, history.state).review(doc), start, start < current
 
 

@@ -42,6 +42,9 @@ class DerivedSnapshot(models.Model):
     version = models.CharField(max_length=16, help_text="DOMAIN_VERSION of the code that derived it.")
     pods_derived = models.PositiveIntegerField(default=0)
     rows_written = models.PositiveIntegerField(default=0)
+    # Whether its inventory advertises a device a claim may hold part of (equivalents.held_in_part):
+    # without one every allocation counts whole, and the review needs no inventory to weigh spans.
+    held_in_part = models.BooleanField(default=True)
 
     class Meta:
         indexes = [
@@ -85,9 +88,7 @@ class PodExplanation(models.Model):
         ]
         indexes = [
             # The writer compares each re-derived document with its head: the open rows.
-            models.Index(
-                fields=["cluster", "pod_uid"], name="podexplanation_head", condition=Q(valid_to__isnull=True)
-            ),
+            models.Index(fields=["cluster", "pod_uid"], name="podexplanation_head", condition=Q(valid_to__isnull=True)),
             # A change to claims or the inventory re-derives the Pods still waiting.
             models.Index(
                 fields=["cluster"],
@@ -153,3 +154,42 @@ class MetricsText(models.Model):
 
     def __str__(self) -> str:
         return f"metrics of {self.cluster_id} as of snapshot {self.snapshot_id}"
+
+
+class AllocationSpan(models.Model):
+    """One device held by one claim over ``[start, end)``: a run of ``capacity.allocation_runs``.
+
+    Written from the claim's versions when the claim changes; a span exists in every history
+    from ``seen`` (the version that showed the allocation) on, and ends at the version that
+    dropped the device or deleted the claim (NULL while held: read as ``as_of``). The
+    GPU-equivalent fraction is not stored: it is read against the inventory as of the asked
+    time, which changes after the span is written.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="allocation_spans")
+    claim_uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253, help_text="The claim's name.")
+    driver = models.CharField(max_length=253)
+    pool = models.CharField(max_length=253)
+    device = models.CharField(max_length=253)
+    # The device's place in the allocation: the review sums pieces in this order, as on read.
+    position = models.PositiveIntegerField()
+    start = models.DateTimeField(help_text="From allocationTimestamp when it dates the allocation earlier.")
+    end = models.DateTimeField(null=True, blank=True)
+    seen = models.DateTimeField(help_text="The version that first showed these devices.")
+
+    class Meta:
+        constraints = [
+            # Also the writer's lookup of a changed claim's spans.
+            models.UniqueConstraint(
+                fields=["cluster", "claim_uid", "seen", "position"], name="allocationspan_identity"
+            ),
+        ]
+        indexes = [
+            # The review: spans of cluster C overlapping [a, b) (start < b, end NULL or > a).
+            models.Index(fields=["cluster", "start"], name="allocationspan_overlap"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.claim_uid}) {self.driver}/{self.pool}/{self.device}"

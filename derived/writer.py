@@ -1,4 +1,5 @@
-"""Deriving a stored snapshot's Pod explanations into ``PodExplanation`` rows.
+"""Deriving a stored snapshot's Pod explanations into ``PodExplanation`` rows, and the allocation
+spans of the claims it changed into ``AllocationSpan`` rows (``derived.spans``).
 
 The domain stays the one definition of a verdict: every document is what
 ``verdicts.explain_incarnation`` returns, over the same ``StoredHistory`` a page would
@@ -47,6 +48,7 @@ from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from derived.models import DOMAIN_VERSION, AuditReport, DerivedSnapshot, MetricsText, PodExplanation
+from derived.spans import forget_spans_from, inventory_held_in_part, write_spans
 
 log = logging.getLogger("claimline.derived")
 
@@ -144,7 +146,9 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         written = _write(snapshot, history, pods)
         if full or ObjectVersion.objects.filter(snapshot=snapshot).exclude(kind="Event").exists():
             written += _write_audit(snapshot, history)
+        write_spans(snapshot, full)
         DerivedSnapshot.objects.create(
+            held_in_part=_held_in_part(snapshot, history, None if full else previous),
             snapshot=snapshot,
             version=DOMAIN_VERSION,
             cluster_id=snapshot.cluster_id,
@@ -225,6 +229,18 @@ def derive_backlog(cluster_id: int) -> list[Derivation]:
                 done.append(result)
         render_latest_metrics(backlog[-1])
     return done
+
+
+def _held_in_part(snapshot: Snapshot, history: _SnapshotHistory, previous: int | None) -> bool:
+    """The inventory's ``held_in_part``: the previous snapshot's unless this one changed the inventory."""
+    if previous is not None:
+        changed = bool(snapshot.versions_written or snapshot.deletions) and (
+            ObjectVersion.objects.filter(snapshot=snapshot).exclude(kind__in=_POD_SCOPED).exists()
+        )
+        known = DerivedSnapshot.objects.filter(snapshot_id=previous).values_list("held_in_part", flat=True).first()
+        if not changed and known is not None:
+            return known
+    return inventory_held_in_part(history.state)
 
 
 def _open(cluster_id: int) -> Any:
@@ -466,6 +482,7 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
         PodExplanation.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
         AuditReport.objects.filter(cluster=cluster, valid_from__gte=at).delete()
         AuditReport.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
+        forget_spans_from(cluster.pk, at)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
 

@@ -20,9 +20,10 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from collector.models import Cluster
-from dashboard.domain.capacity import review_csv_rows, weekly_review
+from dashboard.domain.capacity import review_csv_rows
 from dashboard.history import NoSnapshot, StoredHistory
 from dashboard.reading import leak_thresholds
+from derived.review import review_read
 from notify.detection import absolute
 from notify.svg import bar_chart
 
@@ -77,7 +78,7 @@ def _csv(rows: list[list[str]]) -> str:
 def review_message(cluster: Cluster, recipients: list[str], week_start: datetime | None = None) -> ReviewMail:
     history = StoredHistory(cluster)
     start = week_start or last_full_week(history.as_of)
-    doc = weekly_review(history, start, leak_thresholds())
+    doc = review_read(history, start, leak_thresholds())
     totals = doc["totals"]
     week = start.date().isoformat()
     subject = (

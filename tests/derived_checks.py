@@ -10,11 +10,14 @@ from django.conf import settings
 
 from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.audit import audit
+from dashboard.domain.capacity import weekly_review
+from dashboard.domain.leaks import Thresholds
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.verdicts import explain
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from derived.reading import audit_read, covers, metrics_read, stored_explain
+from derived.review import review_read
 from derived.writer import metrics_text_stands
 
 
@@ -54,4 +57,35 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             assert metrics_read(history, thresholds) == render_metrics(
                 StoredHistory(cluster, described), thresholds
             ), at
+    return compared
+
+
+# Short thresholds as well as the configured ones: the generated histories last hours, so only
+# these flag every kind of leak in them.
+REVIEW_THRESHOLDS = (Thresholds(), Thresholds(orphaned=60, stuck_deletion=60, unreserved=60, held_by_failing_pod=60))
+
+
+def assert_review_matches_derivation(cluster_name: str) -> dict[str, float]:
+    """At every snapshot, the weekly review of the week it falls in and of the week before, read from
+    the layer's spans, equals the review on read (as dicts). Returns what was compared: how many
+    reviews, and their allocated, leaked and GPU-equivalent hours added up (a test can tell an
+    empty comparison from one that exercised leaks and shared devices).
+
+    Fails when a snapshot is not derived: the layer's reading would fall back to the on-read review
+    and compare it with itself."""
+    cluster = Cluster.objects.get(name=cluster_name)
+    compared = {"reviews": 0.0, "allocated": 0.0, "leaked": 0.0, "equivalent": 0.0}
+    for at in Snapshot.objects.filter(cluster=cluster, status="ok").order_by("at").values_list("at", flat=True):
+        monday = (at - timedelta(days=at.weekday())).replace(hour=0, minute=0, second=0, microsecond=0)
+        assert covers(StoredHistory(cluster, at)), f"snapshot at {at} is not derived"
+        for week in (monday, monday - timedelta(days=7)):
+            for thresholds in REVIEW_THRESHOLDS:
+                stored = review_read(StoredHistory(cluster, at), week, thresholds)
+                derived = weekly_review(StoredHistory(cluster, at), week, thresholds)
+                assert _json(stored) == _json(derived), (at, week, thresholds)
+                totals = derived["totals"]
+                compared["reviews"] += 1
+                compared["allocated"] += totals["allocated_device_hours"]
+                compared["leaked"] += totals["leaked_device_hours"]
+                compared["equivalent"] += totals["allocated_gpu_equivalent_hours"]
     return compared

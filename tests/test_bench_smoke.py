@@ -33,6 +33,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "scale_out.py": (["--nodes", "4", "--repeat", "1"], "speedup"),
     "simulate_bench.py": (["--nodes", "4", "--claims", "3", "--repeat", "2"], "cpu_s"),
     "derived_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "seconds"),
+    "review_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "layer_s"),
 }
 TIMEOUT_S = 240
 

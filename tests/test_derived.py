@@ -18,10 +18,10 @@ from dashboard.config import ClusterSource
 from dashboard.history import StoredHistory
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
-from derived.models import AuditReport, DerivedSnapshot, MetricsText, PodExplanation
+from derived.models import AllocationSpan, AuditReport, DerivedSnapshot, MetricsText, PodExplanation
 from derived.reading import covers, stored_explain
 from tests.clusters import T0, small_cluster
-from tests.derived_checks import assert_layer_matches_derivation
+from tests.derived_checks import assert_layer_matches_derivation, assert_review_matches_derivation
 from tests.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.django_db
@@ -43,6 +43,9 @@ def import_story(tmp_path: Path) -> list[Any]:
 def test_demo_story_reads_the_same_from_the_layer(demo_history: Any) -> None:
     assert DerivedSnapshot.objects.count() == 5
     assert assert_layer_matches_derivation("demo") > 0
+    # The demo's reviews count leaks, and GPU-equivalents below device-hours (its partitioned and shared GPUs).
+    compared = assert_review_matches_derivation("demo")
+    assert compared["leaked"] > 0 and 0 < compared["equivalent"] < compared["allocated"]
 
 
 @pytest.mark.skipif(not CASES, reason="../shared/scenarios is not beside this checkout")
@@ -52,6 +55,7 @@ def test_shared_scenario_reads_the_same_from_the_layer(name: str) -> None:
     for file, at in json.loads((folder / "expected.json").read_text())["snapshots"]:
         call_command("import-snapshot", str(folder / file), "--at", at)
     assert assert_layer_matches_derivation("demo") > 0
+    assert assert_review_matches_derivation("demo")["reviews"] > 0
     assert PodExplanation.objects.exists()
 
 
@@ -177,8 +181,10 @@ def test_pruning_drops_derived_documents_no_later_query_reads(tmp_path: Path) ->
     times = import_story(tmp_path)
     cutoff = times[3] + timedelta(minutes=1)
     assert PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
+    assert AllocationSpan.objects.filter(end__lte=cutoff).exists()
     prune_history(Cluster.objects.get(name="demo"), cutoff)
     assert not PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
+    assert not AllocationSpan.objects.filter(end__lte=cutoff).exists()
     history = StoredHistory(Cluster.objects.get(name="demo"))
     for namespace, name in PodExplanation.objects.values_list("namespace", "name").distinct():
         stored = stored_explain(history, namespace, name)

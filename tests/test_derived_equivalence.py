@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from demo import builders as b
 from derived.models import DerivedSnapshot
-from tests.derived_checks import assert_layer_matches_derivation
+from tests.derived_checks import assert_layer_matches_derivation, assert_review_matches_derivation
 
 pytestmark = pytest.mark.django_db
 
@@ -191,3 +191,4 @@ def test_random_histories_read_the_same_from_the_layer(steps: list[tuple[str, in
         call_command("import-snapshot", str(dump), "--at", world.at.isoformat(), "--cluster", cluster)
     assert DerivedSnapshot.objects.filter(cluster__name=cluster).count() == len(steps) + 1
     assert assert_layer_matches_derivation(cluster) > 0
+    assert assert_review_matches_derivation(cluster)["reviews"] > 0

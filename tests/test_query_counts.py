@@ -253,3 +253,43 @@ def test_the_audit_reads_its_derived_row(
         assert _loads_objects(ctx.captured_queries) == []
         counts[cluster] = len(ctx.captured_queries)
     assert counts["small"] == counts["big"]
+
+
+# The weekly review read from the layer's allocation spans: the spans overlapping its eight weeks,
+# then those claims' versions and their Pods' in one query each, the slices of its two weeks, and
+# for an offender's owner nothing more (prefetched). Measured when written (admin / team member):
+# 10 / 15, as of the second generation and the fourth, on both clusters; two of headroom as above.
+DERIVED_REVIEW = 17
+REVIEW_WEEK = "2026-11-16"
+
+
+def _reads_every_version(queries: list[dict[str, Any]]) -> list[str]:
+    """Queries that read claim or Pod content for the whole cluster rather than for named objects."""
+    return [
+        q["sql"]
+        for q in queries
+        if "collector_objectversion" in q["sql"]
+        and '"content"' in q["sql"]
+        and any(f"'{kind}'" in q["sql"] for kind in ("ResourceClaim", "Pod"))
+        and '"uid" IN' not in q["sql"]
+    ]
+
+
+@pytest.mark.parametrize("who", ["admin", "member"])
+def test_review_reads_the_spans_with_queries_independent_of_history_length(
+    histories: dict[str, str], who: str, admin_client: Client, django_assert_max_num_queries: Any
+) -> None:
+    counts = {}
+    for cluster in SIZES:
+        _uid, namespace = _busiest_claim(cluster)
+        client = admin_client if who == "admin" else _member(cluster, namespace)
+        for generation in (1, GENERATIONS - 1):
+            as_of = generation_time(SYNTHETIC_BASE, generation).isoformat()
+            url = f"/c/{cluster}/review/"
+            with django_assert_max_num_queries(DERIVED_REVIEW) as ctx:
+                response = client.get(url, {"week": REVIEW_WEEK, "as_of": as_of}, secure=True)
+            assert response.status_code == 200, (url, response.status_code)
+            if who == "admin":  # a team member's redaction lists the namespaces of every live claim and Pod
+                assert _reads_every_version(ctx.captured_queries) == []
+            counts[(cluster, generation)] = len(ctx.captured_queries)
+    assert len(set(counts.values())) == 1, counts

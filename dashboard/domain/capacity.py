@@ -24,13 +24,17 @@ How the numbers are made:
   ``as_of``. Advertised devices and the device series count physical GPUs: a
   partitioned GPU once, not once per partition.
 - Weeks are ``[start, start + 7 days)`` cut at ``as_of``; a cut week is ``partial``.
+
+The claims' stretches can come from elsewhere (``Allocations``): the derived layer stores each
+``allocation_runs`` run as a row and hands the review the ones overlapping its weeks, so it reads
+only those claims; every number is still made here.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -119,21 +123,23 @@ def _device_ids(claim: Object) -> tuple[DeviceId, ...]:
     return tuple((d["driver"], d["pool"], d["device"]) for d in held_devices(claim))
 
 
-def allocation_stretches(
+def allocation_runs(
     versions: Sequence[Version], until: datetime
-) -> list[tuple[datetime, datetime, tuple[DeviceId, ...]]]:
-    """``(start, end, devices)`` for each run of versions holding the same devices."""
-    out: list[tuple[datetime, datetime, tuple[DeviceId, ...]]] = []
+) -> list[tuple[datetime, datetime, tuple[DeviceId, ...], datetime]]:
+    """``(start, end, devices, seen)`` for each run of versions holding the same devices, zero-length
+    ones included; ``seen`` is the version that showed the devices, so a run exists in every history
+    from ``seen`` on (the derived layer stores runs and reads them as of a time)."""
+    out: list[tuple[datetime, datetime, tuple[DeviceId, ...], datetime]] = []
     previous_at: datetime | None = None
     current: tuple[DeviceId, ...] = ()
-    start = until
+    start = seen = until
     for version in versions:
         devices = _device_ids(version.obj) if version.obj is not None else ()
         if devices != current:
             if current:
-                out.append((start, version.at, current))
+                out.append((start, version.at, current, seen))
             if devices:
-                start = version.at
+                start = seen = version.at
                 stamped = allocation_time(version.obj or {})
                 # The stamp dates an allocation first seen later, but never before the version without it.
                 if stamped is not None and stamped < start and (previous_at is None or stamped >= previous_at):
@@ -141,26 +147,55 @@ def allocation_stretches(
             current = devices
         previous_at = version.at
     if current:
-        out.append((start, until, current))
-    return [s for s in out if s[1] > s[0]]
+        out.append((start, until, current, seen))
+    return out
 
 
-def _allocated_pieces(claims: dict[str, list[Version]], until: datetime, inventory: Inventory) -> list[Piece]:
+def allocation_stretches(
+    versions: Sequence[Version], until: datetime
+) -> list[tuple[datetime, datetime, tuple[DeviceId, ...]]]:
+    """``(start, end, devices)`` for each run of versions holding the same devices."""
+    return [(start, end, devices) for start, end, devices, _ in allocation_runs(versions, until) if end > start]
+
+
+def versions_since(versions: Sequence[tuple[Version, datetime | None]], since: datetime) -> list[Version]:
+    """Of ``(version, valid_to)`` pairs, those ``HistoryView.all_versions(since=...)`` returns: valid
+    after ``since``, deletions before it left out (the review reads claims through that window)."""
+    return [
+        v for v, valid_to in versions if (valid_to is None or valid_to > since) and not (v.obj is None and v.at < since)
+    ]
+
+
+def claim_device_fractions(versions: Sequence[Version], inventory: Inventory) -> dict[DeviceId, float]:
+    """Each device's fraction as the claim's newest version holding it says, read against ``inventory``."""
+    fractions: dict[DeviceId, float] = {}
+    for v in versions:
+        if v.obj is not None:
+            fractions.update(claim_fractions(inventory, v.obj))
+    return fractions
+
+
+def claim_namespace(versions: Sequence[Version]) -> str:
+    return next((ns_name(v.obj)[0] for v in versions if v.obj is not None), "")
+
+
+def _allocated_pieces(claims: Mapping[str, Sequence[Version]], until: datetime, inventory: Inventory) -> list[Piece]:
     """Fractions are read against ``inventory`` (as of the review); devices no longer advertised count whole."""
     pieces: list[Piece] = []
     for uid, versions in claims.items():
-        namespace = next((ns_name(v.obj)[0] for v in versions if v.obj is not None), "")
-        fractions: dict[DeviceId, float] = {}
-        for v in versions:
-            if v.obj is not None:
-                fractions.update(claim_fractions(inventory, v.obj))
+        namespace = claim_namespace(versions)
+        fractions = claim_device_fractions(versions, inventory)
         for start, end, devices in allocation_stretches(versions, until):
             pieces.extend(Piece(uid, namespace, d, start, end, fraction=fractions.get(d, 1.0)) for d in devices)
     return pieces
 
 
 def _leaked_pieces(
-    history: HistoryView, claims: dict[str, list[Version]], allocated: list[Piece], window: Window, th: Thresholds
+    history: HistoryView,
+    claims: Mapping[str, Sequence[Version]],
+    allocated: list[Piece],
+    window: Window,
+    th: Thresholds,
 ) -> list[Piece]:
     touched = sorted({p.claim_uid for p in allocated if window.hours(p.start, p.end) > 0})
     namespaces = {p.claim_uid: p.namespace for p in allocated}
@@ -353,6 +388,21 @@ def allocation_series(history: HistoryView, start: datetime) -> list[dict[str, A
     return _device_series(allocated, InventoryTimeline.build(history, start), start, history.as_of)
 
 
+# Where the review's claims come from, for ``(history, since, until)``: every claim allocated within
+# ``[since, until)`` with its versions as ``all_versions(since=since)`` has them, and their pieces in
+# that order (claims, then time, then each stretch's devices: sums add up in the same order).
+# Pieces outside the span may be left out; they add nothing. The derived layer has one that reads
+# stored spans (derived.review), and fills ``history`` with the claims' and consumers' versions.
+Allocations = Callable[[CachedHistory, datetime, datetime], tuple[Mapping[str, Sequence[Version]], list[Piece]]]
+
+
+def allocations_on_read(
+    history: CachedHistory, since: datetime, until: datetime
+) -> tuple[Mapping[str, Sequence[Version]], list[Piece]]:
+    claims = history.all_versions("ResourceClaim", since=since)
+    return claims, _allocated_pieces(claims, history.as_of, Inventory.of(history.state))
+
+
 def weekly_review(
     history: HistoryView,
     week_start: datetime,
@@ -360,6 +410,7 @@ def weekly_review(
     *,
     weeks_in_series: int = 8,
     top: int = 10,
+    allocations: Allocations = allocations_on_read,
 ) -> dict[str, Any]:
     """The review of ``[week_start, week_start + 7 days)`` next to the week before, as of ``history.as_of``."""
     if week_start.tzinfo is None:
@@ -372,8 +423,7 @@ def weekly_review(
     series_start = week_start - WEEK * max(weeks_in_series - 1, 1)
     span = Window(series_start, week.end, week.full_end)
 
-    claims = history.all_versions("ResourceClaim", since=series_start)
-    allocated = _allocated_pieces(claims, as_of, Inventory.of(history.state))
+    claims, allocated = allocations(history, series_start, week.end)
     leaked = _leaked_pieces(history, claims, allocated, span, th)
     inventory = InventoryTimeline.build(history, prev.start)
 
@@ -434,7 +484,7 @@ def _weekly(
 
 def _offenders(
     history: HistoryView,
-    claims: dict[str, list[Version]],
+    claims: Mapping[str, Sequence[Version]],
     allocated: list[Piece],
     leaked: list[Piece],
     week: Window,

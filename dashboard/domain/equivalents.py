@@ -31,11 +31,17 @@ def device_model(device: AdvertisedDevice) -> str:
     return str(device.attribute(MODEL_ATTRIBUTE) or UNKNOWN_MODEL)
 
 
+def held_in_part(device: AdvertisedDevice) -> bool:
+    """Whether a claim may hold less than the whole of it (shared, or drawing on a counter set): an
+    inventory with no such device counts every allocation whole."""
+    return device.shareable or bool(device.entry.get("consumesCounters"))
+
+
 def result_fraction(inventory: Inventory, result: Mapping[str, Any]) -> float:
     """The share of its physical device one result holds; a device no longer advertised counts whole."""
     device_id = (str(result.get("driver") or ""), str(result.get("pool") or ""), str(result.get("device") or ""))
     device = inventory.by_id.get(device_id)
-    if device is None or not (device.shareable or device.entry.get("consumesCounters")):
+    if device is None or not held_in_part(device):
         return 1.0  # a whole device, or one no longer advertised (what it was is unknown)
     held = _held_fraction(inventory, result)
     return float(held) if held is not None else 1.0

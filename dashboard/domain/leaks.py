@@ -665,6 +665,10 @@ class CachedHistory:
             self._versions[key] = self._history.versions(kind, uid)
         return list(self._versions[key])
 
+    def remember(self, kind: str, uid: str, versions: list[Version]) -> None:
+        """Answer ``versions(kind, uid)`` with these: a caller that read many objects' versions at once."""
+        self._versions[(kind, uid)] = versions
+
     def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
         return self._history.uids_named(kind, namespace, name)
 

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('collector', '0001_initial'),
-        ('derived', '0001_initial'),
+        ('derived', '0002_allocation_spans'),
     ]
 
     operations = [

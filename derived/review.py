@@ -1,0 +1,120 @@
+"""The weekly review read from allocation spans when the layer covers the asked snapshot.
+
+``capacity.weekly_review`` stays the one definition; what changes is where its claims come from.
+On read it decodes every claim version of the eight weeks the review spans; here the pieces are
+the stored spans overlapping them, and only the claims those spans name are read (their versions,
+and their consumers' and owners' Pods' versions, two queries in all), which is what leaks'
+``flagged_intervals`` classifies. Leak intervals stay computed on read: evidence stored later
+(a Pod's ``finishedAt``) can move where an earlier stretch counts as flagged, and they depend on
+the configured thresholds. Advertised device-hours stay on read too (``InventoryTimeline``
+reads the slices' versions of the two weeks; bench/README.md has its cost).
+
+GPU-equivalent fractions are read against the inventory as of the asked snapshot, as on read;
+the derivation records whether that inventory advertises any device held in part, and when it
+does not, every fraction is 1 and no inventory is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import orjson
+from django.db.models import Q
+
+from collector.models import ObjectVersion
+from dashboard.domain.capacity import Piece, claim_device_fractions, versions_since, weekly_review
+from dashboard.domain.inventory import Inventory
+from dashboard.domain.leaks import CachedHistory, Thresholds, consumers
+from dashboard.domain.state import Object, Version, meta
+from dashboard.history import StoredHistory
+from derived.models import DOMAIN_VERSION, AllocationSpan, DerivedSnapshot
+
+BATCH = 2000
+
+
+def review_read(history: StoredHistory, week_start: datetime, thresholds: Thresholds, **options: Any) -> dict[str, Any]:
+    """``weekly_review``, its claims read from the layer when it covers the snapshot (else on read)."""
+    held_in_part = (
+        DerivedSnapshot.objects.filter(snapshot_id=history.snapshot_pk, version=DOMAIN_VERSION)
+        .values_list("held_in_part", flat=True)
+        .first()
+    )
+    if held_in_part is None:
+        return weekly_review(history, week_start, thresholds, **options)
+    source = partial(stored_allocations, history.cluster.pk, held_in_part)
+    return weekly_review(history, week_start, thresholds, allocations=source, **options)
+
+
+def stored_allocations(
+    cluster_id: int, held_in_part: bool, history: CachedHistory, since: datetime, until: datetime
+) -> tuple[Mapping[str, Sequence[Version]], list[Piece]]:
+    """``capacity.Allocations`` from the spans overlapping ``[since, until)`` as of ``history.as_of``."""
+    as_of = history.as_of
+    rows = (
+        AllocationSpan.objects.filter(cluster_id=cluster_id, seen__lte=as_of, start__lt=until)
+        .filter(Q(end__isnull=True) | Q(end__gt=since))
+        .order_by("claim_uid", "seen", "position")
+        .values_list("claim_uid", "namespace", "driver", "pool", "device", "start", "end")
+    )
+    spans: list[tuple[str, str, tuple[str, str, str], datetime, datetime]] = []
+    for uid, namespace, driver, pool, device, start, end in rows:
+        # A span that ends after the asked time was still held then.
+        end = as_of if end is None or end > as_of else end
+        if end > start:
+            spans.append((uid, namespace, (driver, pool, device), start, end))
+    claims = _read_claims(cluster_id, history, list(dict.fromkeys(s[0] for s in spans)), since)
+    fractions: dict[str, dict[tuple[str, str, str], float]] = {}
+    if held_in_part:
+        inventory = Inventory.of(history.state)
+        fractions = {uid: claim_device_fractions(versions, inventory) for uid, versions in claims.items()}
+    pieces = [
+        Piece(uid, namespace, device, start, end, fraction=fractions.get(uid, {}).get(device, 1.0))
+        for uid, namespace, device, start, end in spans
+    ]
+    return claims, pieces
+
+
+def _read_claims(cluster_id: int, history: CachedHistory, uids: list[str], since: datetime) -> dict[str, list[Version]]:
+    """The claims' versions (all of them given to ``history``; those after ``since`` returned), and their
+    consumer and owner Pods' versions given to ``history``: what classifying their leaks reads."""
+    claims: dict[str, list[Version]] = {}
+    pods: set[str] = set()
+    for uid, rows in _versions(cluster_id, history.as_of, "ResourceClaim", uids).items():
+        full = [version for version, _ in rows]
+        history.remember("ResourceClaim", uid, full)
+        claims[uid] = versions_since(rows, since)
+        for version in full:
+            pods.update(_pods_named(version.obj))
+    found = _versions(cluster_id, history.as_of, "Pod", sorted(pods))
+    for pod in pods:
+        history.remember("Pod", pod, [version for version, _ in found.get(pod, [])])
+    return claims
+
+
+def _pods_named(claim: Object | None) -> set[str]:
+    if claim is None:
+        return set()
+    named = {str(ref["uid"]) for ref in consumers(claim) if ref.get("resource") == "pods" and ref.get("uid")}
+    for owner in meta(claim).get("ownerReferences") or ():
+        if isinstance(owner, dict) and owner.get("kind") == "Pod" and owner.get("uid"):
+            named.add(str(owner["uid"]))
+    return named
+
+
+def _versions(
+    cluster_id: int, as_of: datetime, kind: str, uids: list[str]
+) -> dict[str, list[tuple[Version, datetime | None]]]:
+    """Every version up to ``as_of`` of ``uids``, with when each stopped being valid."""
+    out: dict[str, list[tuple[Version, datetime | None]]] = {}
+    rows = ObjectVersion.objects.filter(cluster_id=cluster_id, kind=kind, valid_from__lte=as_of)
+    for i in range(0, len(uids), BATCH):
+        chosen = rows.filter(uid__in=uids[i : i + BATCH]).order_by("uid", "valid_from")
+        # Fetched whole, without a server-side cursor's round trips: the claims of the review's weeks.
+        for uid, at, valid_to, deleted, content in chosen.values_list(
+            "uid", "valid_from", "valid_to", "deleted", "content"
+        ):
+            out.setdefault(uid, []).append((Version(at, None if deleted else orjson.loads(content)), valid_to))
+    return out

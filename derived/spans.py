@@ -1,0 +1,115 @@
+"""Writing allocation spans: each claim's runs of held devices (``capacity.allocation_runs``) as rows.
+
+A run depends only on the claim's versions up to the version that showed it, and its end on
+the version that dropped it, so a snapshot only needs the claims it changed: their runs are
+computed again from all their versions and the rows brought in line (a run's row is keyed by
+``seen`` and the device's position). Recomputing instead of appending makes deriving a
+snapshot twice, or after a rebuild reopened spans, write the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import orjson
+
+from collector.models import ObjectVersion, Snapshot
+from dashboard.domain.capacity import allocation_runs, claim_namespace
+from dashboard.domain.equivalents import held_in_part
+from dashboard.domain.inventory import advertised_devices
+from dashboard.domain.state import ClusterState, Version, ns_name
+from derived.models import AllocationSpan
+
+BATCH = 2000
+# The end of a run still held: stored as NULL, read as the asked time.
+_OPEN = datetime.max.replace(tzinfo=UTC)
+
+
+def claim_versions(cluster_id: int, uids: Iterable[str] | None, until: datetime) -> Iterable[tuple[str, list[Version]]]:
+    """Every version up to ``until`` of the claims ``uids`` (every claim when None), one claim at a time."""
+    rows = ObjectVersion.objects.filter(cluster_id=cluster_id, kind="ResourceClaim", valid_from__lte=until)
+    batches: list[list[str] | None] = [None]
+    if uids is not None:
+        ordered = sorted(uids)
+        batches = [ordered[i : i + BATCH] for i in range(0, len(ordered), BATCH)]
+    for batch in batches:
+        chosen = rows if batch is None else rows.filter(uid__in=batch)
+        current: tuple[str, list[Version]] | None = None
+        for uid, at, deleted, content in (
+            chosen.order_by("uid", "valid_from").values_list("uid", "valid_from", "deleted", "content").iterator(BATCH)
+        ):
+            if current is None or current[0] != uid:
+                if current is not None:
+                    yield current
+                current = (uid, [])
+            current[1].append(Version(at, None if deleted else orjson.loads(content)))
+        if current is not None:
+            yield current
+
+
+def write_spans(snapshot: Snapshot, full: bool) -> int:
+    """Bring the spans of the claims ``snapshot`` changed (every claim when ``full``) in line; rows changed."""
+    cluster_id = snapshot.cluster_id
+    uids: set[str] | None = None
+    if not full and not (snapshot.versions_written or snapshot.deletions):
+        return 0  # most snapshots: nothing changed, no query
+    if not full:
+        uids = set(ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim").values_list("uid", flat=True))
+        if not uids:
+            return 0
+    stored: dict[str, dict[tuple[datetime, int], tuple[int, datetime | None]]] = {}
+    spans = AllocationSpan.objects.filter(cluster_id=cluster_id)
+    if uids is not None:
+        spans = spans.filter(claim_uid__in=sorted(uids))
+    for pk, uid, seen, position, end in spans.values_list("pk", "claim_uid", "seen", "position", "end").iterator(BATCH):
+        stored.setdefault(uid, {})[(seen, position)] = (pk, end)
+    new: list[AllocationSpan] = []
+    ends: dict[datetime | None, list[int]] = {}
+    gone: list[int] = []
+    for uid, versions in claim_versions(cluster_id, uids, snapshot.at):
+        mine = stored.pop(uid, {})
+        namespace = claim_namespace(versions)
+        name = next((ns_name(v.obj)[1] for v in reversed(versions) if v.obj is not None), "")
+        for start, end, devices, seen in allocation_runs(versions, _OPEN):
+            stored_end = None if end == _OPEN else end
+            for position, (driver, pool, device) in enumerate(devices):
+                row = mine.pop((seen, position), None)
+                if row is None:
+                    new.append(
+                        AllocationSpan(
+                            cluster_id=cluster_id,
+                            claim_uid=uid,
+                            namespace=namespace,
+                            name=name,
+                            driver=driver,
+                            pool=pool,
+                            device=device,
+                            position=position,
+                            start=start,
+                            end=stored_end,
+                            seen=seen,
+                        )
+                    )
+                elif row[1] != stored_end:
+                    ends.setdefault(stored_end, []).append(row[0])
+        gone.extend(pk for pk, _end in mine.values())  # runs the versions no longer show
+    for leftover in stored.values():
+        gone.extend(pk for pk, _end in leftover.values())  # claims with no version up to the snapshot
+    for end, pks in ends.items():
+        for i in range(0, len(pks), BATCH):
+            AllocationSpan.objects.filter(pk__in=pks[i : i + BATCH]).update(end=end)
+    for i in range(0, len(gone), BATCH):
+        AllocationSpan.objects.filter(pk__in=gone[i : i + BATCH]).delete()
+    AllocationSpan.objects.bulk_create(new, batch_size=BATCH)
+    return len(new) + sum(len(pks) for pks in ends.values()) + len(gone)
+
+
+def inventory_held_in_part(state: ClusterState) -> bool:
+    return any(held_in_part(d) for d in advertised_devices(state))
+
+
+def forget_spans_from(cluster_id: int, at: datetime) -> None:
+    """Spans as they were before ``at``: later runs dropped, runs ended since then open again."""
+    AllocationSpan.objects.filter(cluster_id=cluster_id, seen__gte=at).delete()
+    AllocationSpan.objects.filter(cluster_id=cluster_id, end__gte=at).update(end=None)
