@@ -80,8 +80,11 @@ def _review(request: HttpRequest, cluster: str) -> tuple[Any, dict[str, Any], da
     current = week_start_of(None, history.as_of)
     if start > current:
         raise Http404(f"the week of {start.date()} has not begun as of {history.as_of.isoformat()}")
-    doc = review_read(history, start, leak_thresholds())
-    return c, redactor_for(request.user, c, history.state).review(doc), start, start < current
+    thresholds = leak_thresholds()
+    # One snapshot's review never changes: the page and its CSV share it while the snapshot is loaded.
+    doc = history.derived(("review", start, thresholds), lambda: review_read(history, start, thresholds))
+    namespaces = lambda: namespaces_in_use(c, history.as_of)  # noqa: E731 - asked only of non-admins
+    return c, redactor_with(request.user, c, namespaces).review(doc), start, start < current
 
 
 @require_GET
