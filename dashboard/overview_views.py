@@ -22,6 +22,7 @@ from dashboard.history import collection_health
 from dashboard.reading import ReadError, cluster_leaks, leak_thresholds, open_history
 from dashboard.views import render_page
 from derived.reading import audit_read, waiting_verdicts
+from derived.review import stored_source
 from notify.delivery import failing_receivers
 
 
@@ -52,6 +53,7 @@ def _overview_of(cluster: Cluster, user: AbstractBaseUser | AnonymousUser, as_of
             leaks=cluster_leaks(history),
             audit_doc=audit_read(history),
             waiting_verdicts=waiting_verdicts(history),
+            allocations=stored_source(history, claims=False),
         ),
     )
 

@@ -25,7 +25,7 @@ import orjson
 from django.db.models import Q
 
 from collector.models import ObjectVersion
-from dashboard.domain.capacity import Piece, claim_device_fractions, versions_since, weekly_review
+from dashboard.domain.capacity import Allocations, Piece, claim_device_fractions, versions_since, weekly_review
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import CachedHistory, Thresholds, consumers
 from dashboard.domain.state import Object, Version, meta
@@ -37,21 +37,38 @@ BATCH = 2000
 
 def review_read(history: StoredHistory, week_start: datetime, thresholds: Thresholds, **options: Any) -> dict[str, Any]:
     """``weekly_review``, its claims read from the layer when it covers the snapshot (else on read)."""
+    source = stored_source(history)
+    if source is None:
+        return weekly_review(history, week_start, thresholds, **options)
+    return weekly_review(history, week_start, thresholds, allocations=source, **options)
+
+
+def stored_source(history: StoredHistory, claims: bool = True) -> Allocations | None:
+    """``capacity.Allocations`` read from the layer's spans, or None when it does not cover the snapshot.
+
+    ``claims=False`` for a chart, which needs only the pieces: the claims' versions are read
+    then only when the inventory holds devices in part (their fractions need them).
+    """
     held_in_part = (
         DerivedSnapshot.objects.filter(snapshot_id=history.snapshot_pk, version=DOMAIN_VERSION)
         .values_list("held_in_part", flat=True)
         .first()
     )
     if held_in_part is None:
-        return weekly_review(history, week_start, thresholds, **options)
-    source = partial(stored_allocations, history.cluster.pk, held_in_part)
-    return weekly_review(history, week_start, thresholds, allocations=source, **options)
+        return None
+    return partial(stored_allocations, history.cluster.pk, held_in_part, with_claims=claims)
 
 
 def stored_allocations(
-    cluster_id: int, held_in_part: bool, history: CachedHistory, since: datetime, until: datetime
+    cluster_id: int,
+    held_in_part: bool,
+    history: CachedHistory,
+    since: datetime,
+    until: datetime,
+    with_claims: bool = True,
 ) -> tuple[Mapping[str, Sequence[Version]], list[Piece]]:
-    """``capacity.Allocations`` from the spans overlapping ``[since, until)`` as of ``history.as_of``."""
+    """``capacity.Allocations`` from the spans overlapping ``[since, until)`` as of ``history.as_of``
+    (``with_claims=False``: the pieces alone, the claims' versions read only for their fractions)."""
     as_of = history.as_of
     rows = (
         AllocationSpan.objects.filter(cluster_id=cluster_id, seen__lte=as_of, start__lt=until)
@@ -65,7 +82,9 @@ def stored_allocations(
         end = as_of if end is None or end > as_of else end
         if end > start:
             spans.append((uid, namespace, (driver, pool, device), start, end))
-    claims = _read_claims(cluster_id, history, list(dict.fromkeys(s[0] for s in spans)), since)
+    claims: dict[str, list[Version]] = {}
+    if with_claims or held_in_part:
+        claims = _read_claims(cluster_id, history, list(dict.fromkeys(s[0] for s in spans)), since)
     fractions: dict[str, dict[tuple[str, str, str], float]] = {}
     if held_in_part:
         inventory = Inventory.of(history.state)

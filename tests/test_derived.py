@@ -271,11 +271,12 @@ def test_the_derivation_task_derives_the_backlog_in_order_once_per_cluster(tmp_p
     assert assert_layer_matches_derivation("demo") > 0
 
 
-def test_the_overview_reads_the_waiting_pods_verdicts_from_the_layer(demo_history: Any, admin_client: Client) -> None:
+def test_the_overview_reads_the_waiting_pods_verdicts_and_the_chart_from_the_layer(demo_history: Any, admin_client: Client) -> None:
     """The home page judges no Pod on read when the layer covers the snapshot, and says the same."""
     from dashboard.domain.overview import overview
     from dashboard.domain.redaction import Redactor, Scope
     from derived.reading import waiting_verdicts
+    from derived.review import stored_source
 
     for at in [t for t, _ in demo_snapshots(DEMO_BASE)]:
         history = StoredHistory(Cluster.objects.get(name="demo"), at)
@@ -283,7 +284,13 @@ def test_the_overview_reads_the_waiting_pods_verdicts_from_the_layer(demo_histor
             Redactor(Scope(admin=True), ()),
             Redactor(Scope(admin=False, namespaces=frozenset({"ml-training"})), ["ml-training", "inference"]),
         ):
-            stored = overview(history, redactor, waiting_verdicts=waiting_verdicts(history))
+            stored = overview(
+                history,
+                redactor,
+                waiting_verdicts=waiting_verdicts(history),
+                allocations=stored_source(history, claims=False),
+            )
+            assert stored_source(history) is not None
             assert stored == overview(history, redactor), at
     pending = "research/llm-finetune"
     for row in PodExplanation.objects.filter(namespace="research", name="llm-finetune", valid_to__isnull=True):

@@ -381,10 +381,11 @@ def _device_series(
     return series
 
 
-def allocation_series(history: HistoryView, start: datetime) -> list[dict[str, Any]]:
+def allocation_series(
+    history: HistoryView, start: datetime, allocations: Allocations | None = None
+) -> list[dict[str, Any]]:
     """Devices advertised and allocated from ``start`` to ``history.as_of``, at every change, as the review counts."""
-    claims = history.all_versions("ResourceClaim", since=start)
-    allocated = _allocated_pieces(claims, history.as_of, Inventory.of(history.state))
+    _claims, allocated = (allocations or allocations_on_read)(CachedHistory(history), start, history.as_of)
     return _device_series(allocated, InventoryTimeline.build(history, start), start, history.as_of)
 
 

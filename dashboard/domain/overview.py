@@ -16,7 +16,7 @@ from typing import Any
 
 from dashboard.domain.audit import audit
 from dashboard.domain.boundaries import BOUNDARIES, is_terminal
-from dashboard.domain.capacity import allocation_series
+from dashboard.domain.capacity import Allocations, allocation_series
 from dashboard.domain.equivalents import equivalents_by_model, number
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import REASONS, Thresholds, find_leaks
@@ -117,11 +117,13 @@ def overview(
     leaks: dict[str, Any] | None = None,
     audit_doc: dict[str, Any] | None = None,
     waiting_verdicts: Mapping[str, Mapping[str, Any]] | None = None,
+    allocations: Allocations | None = None,
 ) -> dict[str, Any]:
     """The overview of one cluster as of ``history.as_of``, as ``redactor``'s user may see it.
 
     ``leaks`` and ``audit_doc`` are the cluster's unscoped reports when the caller has them already;
-    ``waiting_verdicts`` the waiting Pods' stored verdicts (see ``waiting_pods``).
+    ``waiting_verdicts`` the waiting Pods' stored verdicts (see ``waiting_pods``); ``allocations``
+    where the chart's allocations come from (``capacity.Allocations``; from history by default).
     """
     inventory = Inventory.of(history.state)
     leaks = leaks if leaks is not None else find_leaks(history, thresholds)
@@ -132,7 +134,7 @@ def overview(
         "pods": waiting_pods(history, redactor, waiting_verdicts),
         "flagged": flagged_summary(redactor.leaks(leaks)),
         "warnings": warnings_by_kind(redactor.audit(audit_doc)),
-        "series": allocation_series(history, history.as_of - CHART_SPAN),
+        "series": allocation_series(history, history.as_of - CHART_SPAN, allocations),
         "series_since": rfc3339(history.as_of - CHART_SPAN),
     }
 
