@@ -67,7 +67,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q
 
 from collector.models import Cluster, ObjectVersion, Snapshot
-from derived.models import AllocationSpan, AuditReport, PodExplanation
+from derived.models import AllocationSpan, AuditReport, LeakCandidates, PodExplanation
 
 log = logging.getLogger("claimline.retention")
 
@@ -212,6 +212,7 @@ def prune_history(cluster: Cluster, before: datetime, *, dry_run: bool = False, 
     # Derived documents that ended by the cutoff answer no as-of query at or after it either.
     _delete_in_batches(PodExplanation.objects.filter(cluster=cluster, valid_to__lte=before), batch)
     _delete_in_batches(AuditReport.objects.filter(cluster=cluster, valid_to__lte=before), batch)
+    _delete_in_batches(LeakCandidates.objects.filter(cluster=cluster, valid_to__lte=before), batch)
     _delete_in_batches(AllocationSpan.objects.filter(cluster=cluster, end__lte=before), batch)
     result = PruneResult(cluster.name, before, ended, markers, snapshots)
     log.info("%s", result.describe())

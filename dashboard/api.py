@@ -15,15 +15,15 @@ from django.views.decorators.http import require_GET
 
 from collector.models import Snapshot
 from collector.reports import snapshots_document
-from dashboard.access import is_platform_admin, redactor_for, redactor_with, scope_for
+from dashboard.access import is_platform_admin, redactor_with, scope_for
 from dashboard.domain.cel import SelectorCompileError
 from dashboard.domain.claims import claim_summaries
 from dashboard.domain.matching import match_devices
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import PodNotFound
 from dashboard.history import StoredHistory, collection_health, namespaces_in_use
-from dashboard.reading import ReadError, cluster_leaks, leak_thresholds, open_history
-from derived.reading import audit_read, explain_read, metrics_read
+from dashboard.reading import ReadError, leak_thresholds, open_history
+from derived.reading import audit_read, explain_read, leaks_read, metrics_read
 
 
 def _error(status: int, message: str) -> JsonResponse:
@@ -110,7 +110,8 @@ def api_match_devices(request: HttpRequest, history: StoredHistory) -> Any:
 
 @with_history
 def api_leaks(request: HttpRequest, history: StoredHistory) -> Any:
-    return redactor_for(request.user, history.cluster, history.state).leaks(cluster_leaks(history))
+    namespaces = lambda: namespaces_in_use(history.cluster, history.as_of)  # noqa: E731 - asked only of non-admins
+    return redactor_with(request.user, history.cluster, namespaces).leaks(leaks_read(history, leak_thresholds()))
 
 
 @with_history

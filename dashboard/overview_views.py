@@ -19,9 +19,9 @@ from dashboard.clusters import cluster_or_404
 from dashboard.domain.overview import across_clusters, overview
 from dashboard.domain.timefmt import parse_time
 from dashboard.history import collection_health
-from dashboard.reading import ReadError, cluster_leaks, leak_thresholds, open_history
+from dashboard.reading import ReadError, leak_thresholds, open_history
 from dashboard.views import render_page
-from derived.reading import audit_read, waiting_verdicts
+from derived.reading import audit_read, leaks_read, waiting_verdicts
 from derived.review import stored_source
 from notify.delivery import failing_receivers
 
@@ -50,7 +50,7 @@ def _overview_of(cluster: Cluster, user: AbstractBaseUser | AnonymousUser, as_of
             history,
             redactor,
             thresholds,
-            leaks=cluster_leaks(history),
+            leaks=leaks_read(history, thresholds),
             audit_doc=audit_read(history),
             waiting_verdicts=waiting_verdicts(history),
             allocations=stored_source(history, claims=False),

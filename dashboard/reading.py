@@ -5,13 +5,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
 
 from collector.models import Cluster
 from collector.timeparse import parse_rfc3339
-from dashboard.domain.leaks import Thresholds, find_leaks
+from dashboard.domain.leaks import Thresholds
 from dashboard.history import NoSnapshot, StoredHistory, latest_snapshot
 
 
@@ -72,18 +71,4 @@ def leak_thresholds() -> Thresholds:
         held_by_failing_pod=settings.CLAIMLINE_FAILING_POD_AFTER,
     )
 
-
-def cluster_leaks(history: StoredHistory) -> dict[str, Any]:
-    """The unscoped leak report of the history's snapshot, computed once per loaded snapshot.
-
-    The overview, the claims list's badges and the retained page all read it; it
-    asks about every claim and its consumers, so their histories come in one query each.
-    """
-    thresholds = leak_thresholds()
-
-    def compute() -> dict[str, Any]:
-        history.preload("ResourceClaim", "Pod")
-        return find_leaks(history, thresholds)
-
-    return history.derived(("leaks", thresholds), compute)
 

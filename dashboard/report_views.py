@@ -21,9 +21,9 @@ from dashboard.domain.redaction import Redactor
 from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 from dashboard.domain.state import meta
 from dashboard.history import StoredHistory, namespaces_in_use
-from dashboard.reading import ReadError, cluster_leaks, leak_thresholds, open_history
+from dashboard.reading import ReadError, leak_thresholds, open_history
 from dashboard.views import render_page
-from derived.reading import audit_read
+from derived.reading import audit_read, leaks_read
 from derived.review import review_read
 
 DEVICES_PER_PAGE = 500
@@ -49,7 +49,8 @@ def threshold_words(thresholds: dict[str, float]) -> list[tuple[str, str]]:
 @require_GET
 def leaks(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    doc = redactor_for(request.user, c, history.state).leaks(cluster_leaks(history))
+    namespaces = lambda: namespaces_in_use(c, history.as_of)  # noqa: E731 - asked only of non-admins
+    doc = redactor_with(request.user, c, namespaces).leaks(leaks_read(history, leak_thresholds()))
     context = {
         "cluster": c,
         "doc": doc,
@@ -122,7 +123,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     known = Inventory.of(history.state)  # built once per snapshot, shared with the other pages
     holders = known.holders
     redactor = redactor_for(request.user, c, history.state)
-    flagged = {str(x["uid"]): str(x["reason"]) for x in cluster_leaks(history)["claims"]}
+    flagged = {str(x["uid"]): str(x["reason"]) for x in leaks_read(history, leak_thresholds())["claims"]}
     node = request.GET.get("node", "")
     devices = [d for d in known.devices if not node or _node_of(d) == node]
     devices.sort(key=lambda d: (_node_of(d), d.pool, d.name))

@@ -17,7 +17,8 @@ from dashboard.access import is_platform_admin, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.claims import claim_summaries, summarize_claim, with_leak_flags
 from dashboard.domain.diff import diff
-from dashboard.reading import ReadError, cluster_leaks, open_history
+from dashboard.reading import ReadError, leak_thresholds, open_history
+from derived.reading import leaks_read
 
 CLAIMS_PER_PAGE = 200
 
@@ -41,7 +42,7 @@ def claims(request: HttpRequest, cluster: str) -> HttpResponse:
     else:
         scope = scope_for(request.user, c)
         visible = [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
-        visible = with_leak_flags(visible, cluster_leaks(history))
+        visible = with_leak_flags(visible, leaks_read(history, leak_thresholds()))
         namespace = request.GET.get("namespace", "")
         namespaces = sorted({s.namespace for s in visible})
         if namespace:

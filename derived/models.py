@@ -138,6 +138,29 @@ class AuditReport(models.Model):
         return f"audit of {self.cluster_id} from {self.valid_from.isoformat()}"
 
 
+class LeakCandidates(models.Model):
+    """The claims under a leak condition (``leaks.leak_candidates``) as of a span of snapshots.
+
+    Until objects change, time alone can flag these but no other claim, so the leak report reads
+    only these claims' histories. Derived again for the claims a snapshot changed, the claims
+    whose consumer Pods it changed, and the candidates themselves; a new row only when the set differs.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="leak_candidates")
+    claim_uids = models.TextField(blank=True, help_text="Space-separated, sorted.")
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also the as-of lookup: (cluster, valid_from <= T) newest first.
+            models.UniqueConstraint(fields=["cluster", "valid_from"], name="leakcandidates_identity_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"leak candidates of {self.cluster_id} from {self.valid_from.isoformat()}"
+
+
 class MetricsText(models.Model):
     """/metrics as of a cluster's latest derived snapshot, rendered by the derivation.
 

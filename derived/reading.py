@@ -8,6 +8,7 @@ so callers never need to know which happened.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -15,13 +16,14 @@ from django.db.models import Q
 
 from dashboard.access import known_namespaces
 from dashboard.domain.audit import audit
-from dashboard.domain.leaks import Thresholds
+from dashboard.domain.inventory import Inventory
+from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
-from dashboard.domain.state import Object, uid_of
+from dashboard.domain.state import ClusterState, Object, uid_of
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
-from derived.models import AuditReport, PodExplanation
+from derived.models import AuditReport, DerivedSnapshot, LeakCandidates, PodExplanation
 from derived.writer import counts_as_of, covered, metrics_text_stands
 
 
@@ -78,6 +80,41 @@ def explain_read(
     if doc is not None:
         return doc, lambda: namespaces_in_use(history.cluster, history.as_of)
     return explain(history, namespace, name, pod_uid=pod_uid), lambda: known_namespaces(history.state)
+
+
+def leaks_read(history: StoredHistory, thresholds: Thresholds) -> dict[str, Any]:
+    """The unscoped leak report of the snapshot, once per loaded snapshot: only the stored leak
+    candidates' histories are read when the layer covers it, every claim's otherwise."""
+
+    def compute() -> dict[str, Any]:
+        stored = _leak_candidates(history) if covers(history) else None
+        if stored is None:
+            history.preload("ResourceClaim", "Pod")  # every claim and its consumers: one query each
+            return find_leaks(history, thresholds)
+        uids, whole = stored
+        # Without a partitioned or shared device every allocation counts whole: no inventory to build.
+        return find_leaks(history, thresholds, candidates=uids, inventory=_EMPTY if whole else None)
+
+    return history.derived(("leaks", thresholds), compute)
+
+
+def _leak_candidates(history: StoredHistory) -> tuple[list[str], bool] | None:
+    as_of = history.as_of
+    row = (
+        LeakCandidates.objects.filter(
+            Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
+        )
+        .order_by("-valid_from")
+        .values_list("claim_uids", flat=True)
+        .first()
+    )
+    if row is None:
+        return None
+    in_part = DerivedSnapshot.objects.filter(snapshot_id=history.snapshot_pk).values_list("held_in_part", flat=True)
+    return row.split(), not in_part.first()
+
+
+_EMPTY = Inventory(ClusterState(datetime.min.replace(tzinfo=UTC), {}), [], [], {})
 
 
 def audit_read(history: StoredHistory) -> dict[str, Any]:

@@ -39,15 +39,16 @@ from redis.exceptions import RedisError
 
 from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.audit import audit
+from dashboard.domain.claims import consumers
 from dashboard.domain.inventory import Inventory
-from dashboard.domain.leaks import CachedHistory
+from dashboard.domain.leaks import CachedHistory, leak_candidates
 from dashboard.domain.lifecycle import is_terminal
 from dashboard.domain.metrics import PodCounts, pod_counts, render_metrics
 from dashboard.domain.state import HistoryView, Version, uid_of
 from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
-from derived.models import DOMAIN_VERSION, AuditReport, DerivedSnapshot, MetricsText, PodExplanation
+from derived.models import DOMAIN_VERSION, AuditReport, DerivedSnapshot, LeakCandidates, MetricsText, PodExplanation
 from derived.spans import forget_spans_from, inventory_held_in_part, write_spans
 
 log = logging.getLogger("claimline.derived")
@@ -146,6 +147,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         written = _write(snapshot, history, pods)
         if full or ObjectVersion.objects.filter(snapshot=snapshot).exclude(kind="Event").exists():
             written += _write_audit(snapshot, history)
+        written += _write_leak_candidates(snapshot, history, full)
         write_spans(snapshot, full)
         DerivedSnapshot.objects.create(
             held_in_part=_held_in_part(snapshot, history, None if full else previous),
@@ -369,6 +371,35 @@ def _write_audit(snapshot: Snapshot, history: _SnapshotHistory) -> int:
     return 1
 
 
+def _write_leak_candidates(snapshot: Snapshot, history: _SnapshotHistory, full: bool) -> int:
+    """The claims that can be flagged as of the snapshot, when they differ from before; rows written."""
+    rows = LeakCandidates.objects.filter(cluster_id=snapshot.cluster_id)
+    rows.filter(valid_from=snapshot.at).delete()  # derived before by other code
+    head = rows.filter(valid_to__isnull=True).first()
+    before = set(head.claim_uids.split()) if head is not None and not full else None
+    if before is None:
+        now = leak_candidates(history)
+    else:
+        changed = ObjectVersion.objects.filter(snapshot=snapshot, kind__in=("ResourceClaim", "Pod"))
+        claims = set(changed.filter(kind="ResourceClaim").values_list("uid", flat=True))
+        pods = set(changed.filter(kind="Pod").values_list("uid", flat=True))
+        if pods:  # a claim's conditions read the Pods its reservedFor names
+            claims.update(
+                uid_of(claim)
+                for claim in history.state.of_kind("ResourceClaim")
+                if any(str(c.get("uid")) in pods for c in consumers(claim))
+            )
+        recheck = before | claims
+        now = (before - recheck) | leak_candidates(history, recheck)
+    if head is not None and set(head.claim_uids.split()) == now:
+        return 0
+    rows.filter(valid_to__isnull=True).update(valid_to=snapshot.at)
+    LeakCandidates.objects.create(
+        cluster_id=snapshot.cluster_id, claim_uids=" ".join(sorted(now)), valid_from=snapshot.at
+    )
+    return 1
+
+
 def _row(
     snapshot: Snapshot, pod_uid: str, doc: dict[str, Any], content: str, digest: str, history: _SnapshotHistory
 ) -> PodExplanation:
@@ -482,6 +513,8 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
         PodExplanation.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
         AuditReport.objects.filter(cluster=cluster, valid_from__gte=at).delete()
         AuditReport.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
+        LeakCandidates.objects.filter(cluster=cluster, valid_from__gte=at).delete()
+        LeakCandidates.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
         forget_spans_from(cluster.pk, at)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()

@@ -11,12 +11,12 @@ from django.conf import settings
 from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.audit import audit
 from dashboard.domain.capacity import weekly_review
-from dashboard.domain.leaks import Thresholds
+from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.verdicts import explain
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
-from derived.reading import audit_read, covers, metrics_read, stored_explain
+from derived.reading import audit_read, covers, leaks_read, metrics_read, stored_explain
 from derived.review import review_read
 from derived.writer import metrics_text_stands
 
@@ -48,6 +48,9 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             assert _json(stored) == _json(derived), (at, namespace, name, uid)
             compared += 1
         assert audit_read(history) == audit(StoredHistory(cluster, at)), at
+        for thresholds in REVIEW_THRESHOLDS:  # read from the stored leak candidates, else every claim
+            stored_leaks = leaks_read(StoredHistory(cluster, at), thresholds)
+            assert _json(stored_leaks) == _json(find_leaks(StoredHistory(cluster, at), thresholds)), at
         if metrics:
             thresholds = leak_thresholds()
             # After an unchanged snapshot the text of an earlier one may stand (CLAIMLINE_METRICS_REFRESH).

@@ -347,3 +347,24 @@ def test_the_audit_is_read_from_its_row_and_derived_only_when_something_it_reads
     head.save()
     assert admin_client.get("/api/audit", secure=True).json()["warnings"][0]["kind"] == "edited-behind-the-layer"
     assert "edited-behind-the-layer" in admin_client.get("/c/demo/audit/", secure=True).content.decode()
+
+
+def test_the_leak_report_reads_only_the_stored_candidates(demo_history: Any, admin_client: Client) -> None:
+    """The demo's retained claims are flagged from the stored candidates alone, as on read; a claim
+    left out of the candidates is not reported (the report reads no other claim)."""
+    from dashboard.domain.leaks import find_leaks
+    from dashboard.reading import leak_thresholds
+    from derived.models import LeakCandidates
+    from derived.reading import leaks_read
+
+    cluster = Cluster.objects.get(name="demo")
+    on_read = find_leaks(StoredHistory(cluster), leak_thresholds())
+    flagged = [c["uid"] for c in on_read["claims"]]
+    assert flagged
+    head = LeakCandidates.objects.get(cluster=cluster, valid_to__isnull=True)
+    assert set(flagged) <= set(head.claim_uids.split())
+    assert leaks_read(StoredHistory(cluster), leak_thresholds()) == on_read
+    head.claim_uids = " ".join(u for u in head.claim_uids.split() if u != flagged[0])
+    head.save()
+    api = admin_client.get("/api/leaks", secure=True).json()
+    assert flagged[0] not in [c["uid"] for c in api["claims"]] and len(api["claims"]) == len(flagged) - 1

@@ -620,21 +620,56 @@ def leak_entry(
     }
 
 
-def find_leaks(history: HistoryView, thresholds: Thresholds | None = None) -> dict[str, Any]:
-    """Live claims that hold devices they should not, as of ``history.as_of`` (DESIGN.md's leaks JSON)."""
+def find_leaks(
+    history: HistoryView,
+    thresholds: Thresholds | None = None,
+    *,
+    candidates: Iterable[str] | None = None,
+    inventory: Inventory | None = None,
+) -> dict[str, Any]:
+    """Live claims that hold devices they should not, as of ``history.as_of`` (DESIGN.md's leaks JSON).
+
+    ``candidates``: the UIDs of the only claims that can be flagged (``leak_candidates`` as of a
+    snapshot no object changed since), so the others are not read at all. ``inventory``: the one
+    to read GPU-equivalent fractions against (the state's by default).
+    """
     thresholds = thresholds or Thresholds()
     at = history.as_of
     entries = []
     failures = PrepareFailures(history.state)
-    inventory: Inventory | None = None
-    for claim in history.state.of_kind("ResourceClaim"):
-        versions = _upto(history.versions("ResourceClaim", uid_of(claim)), at) or [Version(at, claim)]
+    for versions in _live_claims(history, candidates):
         condition = flagged_condition(history, versions, at, thresholds)
         if condition is not None:
             inventory = inventory or Inventory.of(history.state)
             entries.append(leak_entry(history, versions, condition, at, thresholds, failures, inventory))
     entries.sort(key=lambda e: (-e["device_hours"], e["namespace"], e["name"]))
     return {"as_of": rfc3339(at), "thresholds": thresholds.as_dict(), "claims": entries}
+
+
+def leak_candidates(history: HistoryView, claim_uids: Iterable[str] | None = None) -> set[str]:
+    """The claims (of ``claim_uids``, else every live one) under a leak condition now, flagged or not yet.
+
+    Until an object changes, time alone only ends conditions (a restarted container's run
+    grows past STABLE_RUN) or flags the ones that hold: no other claim can be flagged later.
+    """
+    return {
+        uid_of(versions[-1].obj)
+        for versions in _live_claims(history, claim_uids)
+        if versions[-1].obj is not None and claim_conditions(history, versions, history.as_of)
+    }
+
+
+def _live_claims(history: HistoryView, claim_uids: Iterable[str] | None) -> Iterable[list[Version]]:
+    """Each live claim's versions up to ``as_of``: every claim of the state, or those of ``claim_uids``."""
+    at = history.as_of
+    if claim_uids is None:
+        for claim in history.state.of_kind("ResourceClaim"):
+            yield _upto(history.versions("ResourceClaim", uid_of(claim)), at) or [Version(at, claim)]
+        return
+    for uid in sorted(claim_uids):
+        versions = _upto(history.versions("ResourceClaim", uid), at)
+        if versions and versions[-1].obj is not None:
+            yield versions
 
 
 # --- leak intervals over history (the weekly review) ----------------------------------------------------
