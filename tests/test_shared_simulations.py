@@ -116,3 +116,14 @@ def test_a_new_inventory_simulates_again() -> None:
     )
     after = simulate_pod(Inventory.of(after_state), [first])
     assert before.best.node == "a-1" and after.best.node == "a-0"  # type: ignore[union-attr]
+
+
+def test_past_the_kept_asks_the_oldest_is_simulated_again(monkeypatch: Any) -> None:
+    from dashboard.domain import shared_simulations
+
+    monkeypatch.setattr(shared_simulations, "_KEPT", 1)
+    one = [b.claim(NS, f"one-{i}", [b.request(count=1)], CREATED) for i in range(2)]
+    two = [b.claim(NS, f"two-{i}", [b.request(count=3)], CREATED) for i in range(2)]
+    inventory = Inventory.of(cluster(*one, *two))
+    for claim in (one[0], two[0], one[1], two[1]):  # each ask evicts the other
+        assert told(simulate_pod(inventory, [claim])) == told(simulate(inventory, [claim]))

@@ -29,6 +29,9 @@ from dashboard.domain.sharing import ledger_of
 from dashboard.domain.state import Object, ns_name, uid_of
 
 _Key = tuple[tuple[bytes, ...], tuple[str, ...] | None]
+# A simulation keeps every candidate node's fit (~1 KB a node): 32 distinct asks over 5,000 nodes
+# are ~160 MB, held while the inventory lives. Past that the oldest goes, and is simulated again if asked.
+_KEPT = 32
 
 # The first Pod's simulation and its claims' UIDs, per distinct ask.
 _SHARED: weakref.WeakKeyDictionary[Inventory, dict[_Key, tuple[Simulation, list[str]]]] = weakref.WeakKeyDictionary()
@@ -56,6 +59,8 @@ def simulate_pod(
         shared = _SHARED[inventory] = {}
     first = shared.get(key)
     if first is None:
+        if len(shared) >= _KEPT:
+            del shared[next(iter(shared))]
         first = shared[key] = (simulate(inventory, claims, pinned, cache, siblings), own)
     sim, uids = first
     return sim if uids == own else _relabelled(sim, own, names)
