@@ -134,12 +134,6 @@ def later(a: str | None, b: str | None) -> bool:
     return ta is not None and tb is not None and ta > tb
 
 
-def earliest(times: Iterable[str | None]) -> str | None:
-    parsed = [(parse_time(t), t) for t in times if t]
-    valid = [(p, t) for p, t in parsed if p is not None]
-    return min(valid)[1] if valid else None
-
-
 _NEVER = datetime(1970, 1, 1, tzinfo=UTC)
 
 

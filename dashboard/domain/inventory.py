@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from dashboard.domain.state import ClusterState, Object, meta, ns_name, uid_of
-from dashboard.domain.timefmt import parse_time
+from dashboard.domain.timefmt import earliest
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device)
 
@@ -454,19 +453,14 @@ class Inventory:
             devices = [d for d in self.devices if not drivers or d.driver in drivers]
             pools: dict[str, set[str]] = {}
             counts: dict[str, int] = {}
-            oldest: tuple[datetime, str] | None = None
             for device in devices:
                 pools.setdefault(device.driver, set()).add(device.pool)
                 counts[device.driver] = counts.get(device.driver, 0) + 1
-                created = device.slice_created
-                when = parse_time(created) if created else None
-                if when is not None and created and (oldest is None or (when, created) < oldest):
-                    oldest = (when, created)
             evidence = [
                 {"kind": "Inventory", "driver": driver, "devices": counts[driver], "pools": len(pools[driver])}
                 for driver in sorted(counts)
             ]
-            known = self._presence[drivers] = (oldest[1] if oldest else None, evidence)
+            known = self._presence[drivers] = (earliest(d.slice_created for d in devices), evidence)
         return known
 
     def nodes_of(self, device: AdvertisedDevice) -> list[str]:

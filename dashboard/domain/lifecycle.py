@@ -30,7 +30,6 @@ from dashboard.domain.boundaries import (
     condition_evidence,
     container_statuses,
     containers_started,
-    earliest,
     event_count,
     event_evidence,
     event_first,
@@ -65,7 +64,7 @@ from dashboard.domain.runtime import runtime_boundary
 from dashboard.domain.shared_simulations import simulate_pod
 from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
 from dashboard.domain.state import status_of as _status
-from dashboard.domain.timefmt import rfc3339
+from dashboard.domain.timefmt import earliest, rfc3339
 
 _MAX_DEVICE_EVIDENCE = 64
 

@@ -21,7 +21,6 @@ from dashboard.domain.boundaries import (
     PodContext,
     container_statuses,
     containers_started,
-    earliest,
     event_count,
     event_evidence,
     event_first,
@@ -33,6 +32,7 @@ from dashboard.domain.boundaries import (
 )
 from dashboard.domain.pod_claims import PodClaim
 from dashboard.domain.state import Object, spec_of
+from dashboard.domain.timefmt import earliest
 
 # Kubelet/containerd messages about device injection mention one of these.
 _DEVICE_WORDS = re.compile(r"\bcdi\b|device|nvidia|gpu|resourceclaim|claim=", re.IGNORECASE)

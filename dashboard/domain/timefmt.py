@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,13 @@ def parse_time(value: Any) -> datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def earliest(times: Iterable[str | None]) -> str | None:
+    """The earliest of RFC 3339 times (as given), ignoring absent and malformed ones."""
+    parsed = [(parse_time(t), t) for t in times if t]
+    valid = [(p, t) for p, t in parsed if p is not None]
+    return min(valid)[1] if valid else None
 
 
 def rfc3339(value: datetime | None) -> str | None:
