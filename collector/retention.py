@@ -67,7 +67,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q
 
 from collector.models import Cluster, ObjectVersion, Snapshot
-from derived.models import AllocationSpan, AuditReport, LeakCandidates, PodExplanation
+from derived.models import VERSIONED, AllocationSpan
 
 log = logging.getLogger("claimline.retention")
 
@@ -210,9 +210,8 @@ def prune_history(cluster: Cluster, before: datetime, *, dry_run: bool = False, 
     markers = _delete_in_batches(versions.filter(rule.old_markers()), batch)
     snapshots = _delete_in_batches(_snapshots_to_delete(cluster, rule), batch)
     # Derived documents that ended by the cutoff answer no as-of query at or after it either.
-    _delete_in_batches(PodExplanation.objects.filter(cluster=cluster, valid_to__lte=before), batch)
-    _delete_in_batches(AuditReport.objects.filter(cluster=cluster, valid_to__lte=before), batch)
-    _delete_in_batches(LeakCandidates.objects.filter(cluster=cluster, valid_to__lte=before), batch)
+    for model in VERSIONED:
+        _delete_in_batches(model.objects.filter(cluster=cluster, valid_to__lte=before), batch)
     _delete_in_batches(AllocationSpan.objects.filter(cluster=cluster, end__lte=before), batch)
     result = PruneResult(cluster.name, before, ended, markers, snapshots)
     log.info("%s", result.describe())

@@ -216,3 +216,12 @@ class AllocationSpan(models.Model):
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} ({self.claim_uid}) {self.driver}/{self.pool}/{self.device}"
+
+
+# The rows versioned like the history (valid from/to): rebuild-derived forgets them from a time on,
+# retention drops those that ended before its cutoff.
+VERSIONED: tuple[type[PodExplanation] | type[AuditReport] | type[LeakCandidates], ...] = (
+    PodExplanation,
+    AuditReport,
+    LeakCandidates,
+)

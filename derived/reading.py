@@ -23,17 +23,18 @@ from dashboard.domain.state import ClusterState, Object, uid_of
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
-from derived.models import AuditReport, DerivedSnapshot, LeakCandidates, PodExplanation
-from derived.writer import counts_as_of, covered, metrics_text_stands
+from derived.models import AuditReport, LeakCandidates, PodExplanation
+from derived.writer import counts_as_of, covered, held_in_part_of, metrics_text_stands
 
 
 def covers(history: StoredHistory) -> bool:
     return covered(history.snapshot_pk)
 
 
-def _valid(history: StoredHistory) -> Any:
+def _valid(history: StoredHistory, model: Any = PodExplanation) -> Any:
+    """The rows of ``model`` valid at the history's snapshot."""
     as_of = history.as_of
-    return PodExplanation.objects.filter(
+    return model.objects.filter(
         Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
     )
 
@@ -99,19 +100,10 @@ def leaks_read(history: StoredHistory, thresholds: Thresholds) -> dict[str, Any]
 
 
 def _leak_candidates(history: StoredHistory) -> tuple[list[str], bool] | None:
-    as_of = history.as_of
-    row = (
-        LeakCandidates.objects.filter(
-            Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
-        )
-        .order_by("-valid_from")
-        .values_list("claim_uids", flat=True)
-        .first()
-    )
+    row = _valid(history, LeakCandidates).order_by("-valid_from").values_list("claim_uids", flat=True).first()
     if row is None:
         return None
-    in_part = DerivedSnapshot.objects.filter(snapshot_id=history.snapshot_pk).values_list("held_in_part", flat=True)
-    return row.split(), not in_part.first()
+    return row.split(), not held_in_part_of(history.snapshot_pk)
 
 
 _EMPTY = Inventory(ClusterState(datetime.min.replace(tzinfo=UTC), {}), [], [], {})
@@ -120,17 +112,9 @@ _EMPTY = Inventory(ClusterState(datetime.min.replace(tzinfo=UTC), {}), [], [], {
 def audit_read(history: StoredHistory) -> dict[str, Any]:
     """The audit document: the stored warnings valid at the snapshot, else the audit run now."""
     if covers(history):
-        as_of = history.as_of
-        row = (
-            AuditReport.objects.filter(
-                Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
-            )
-            .order_by("-valid_from")
-            .values_list("warnings", flat=True)
-            .first()
-        )
+        row = _valid(history, AuditReport).order_by("-valid_from").values_list("warnings", flat=True).first()
         if row is not None:
-            return {"as_of": rfc3339(as_of), "warnings": orjson.loads(row)}
+            return {"as_of": rfc3339(history.as_of), "warnings": orjson.loads(row)}
     return history.derived("audit", lambda: audit(history))
 
 

@@ -30,7 +30,8 @@ from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import CachedHistory, Thresholds, consumers
 from dashboard.domain.state import Object, Version, meta
 from dashboard.history import StoredHistory
-from derived.models import DOMAIN_VERSION, AllocationSpan, DerivedSnapshot
+from derived.models import AllocationSpan
+from derived.writer import held_in_part_of
 
 BATCH = 2000
 
@@ -49,11 +50,7 @@ def stored_source(history: StoredHistory, claims: bool = True) -> Allocations | 
     ``claims=False`` for a chart, which needs only the pieces: the claims' versions are read
     then only when the inventory holds devices in part (their fractions need them).
     """
-    held_in_part = (
-        DerivedSnapshot.objects.filter(snapshot_id=history.snapshot_pk, version=DOMAIN_VERSION)
-        .values_list("held_in_part", flat=True)
-        .first()
-    )
+    held_in_part = held_in_part_of(history.snapshot_pk)
     if held_in_part is None:
         return None
     return partial(stored_allocations, history.cluster.pk, held_in_part, with_claims=claims)

@@ -48,7 +48,15 @@ from dashboard.domain.state import HistoryView, Version, uid_of
 from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
-from derived.models import DOMAIN_VERSION, AuditReport, DerivedSnapshot, LeakCandidates, MetricsText, PodExplanation
+from derived.models import (
+    DOMAIN_VERSION,
+    VERSIONED,
+    AuditReport,
+    DerivedSnapshot,
+    LeakCandidates,
+    MetricsText,
+    PodExplanation,
+)
 from derived.spans import forget_spans_from, inventory_held_in_part, write_spans
 
 log = logging.getLogger("claimline.derived")
@@ -355,27 +363,38 @@ def _write(snapshot: Snapshot, history: _SnapshotHistory, pods: set[str]) -> int
     return len(rows)
 
 
+# The cluster-wide documents kept one row per span of snapshots: the head is open (valid_to NULL).
+_ClusterRow = type[AuditReport] | type[LeakCandidates]
+
+
+def _head(model: _ClusterRow, snapshot: Snapshot) -> Any:
+    """The open row before ``snapshot``; one this snapshot wrote before (by other code) is dropped,
+    the row before it having been closed at this snapshot."""
+    rows = model.objects.filter(cluster_id=snapshot.cluster_id)
+    rows.filter(valid_from=snapshot.at).delete()
+    return rows.filter(valid_to__isnull=True).first()
+
+
+def _follow(model: _ClusterRow, snapshot: Snapshot, **fields: Any) -> int:
+    """Close the open row at ``snapshot`` and open one with ``fields`` from it; 1 row written."""
+    model.objects.filter(cluster_id=snapshot.cluster_id, valid_to__isnull=True).update(valid_to=snapshot.at)
+    model.objects.create(cluster_id=snapshot.cluster_id, valid_from=snapshot.at, **fields)
+    return 1
+
+
 def _write_audit(snapshot: Snapshot, history: _SnapshotHistory) -> int:
     """The audit as of the snapshot, when it differs from the one before; how many rows were written."""
     content = orjson.dumps(audit(history)["warnings"])
     digest = hashlib.blake2b(content, digest_size=16).hexdigest()
-    # Derived before by other code: replaced (the row before it was closed at this snapshot).
-    AuditReport.objects.filter(cluster_id=snapshot.cluster_id, valid_from=snapshot.at).delete()
-    head = AuditReport.objects.filter(cluster_id=snapshot.cluster_id, valid_to__isnull=True).first()
+    head = _head(AuditReport, snapshot)
     if head is not None and head.content_hash == digest:
         return 0
-    AuditReport.objects.filter(cluster_id=snapshot.cluster_id, valid_to__isnull=True).update(valid_to=snapshot.at)
-    AuditReport.objects.create(
-        cluster_id=snapshot.cluster_id, warnings=content.decode(), content_hash=digest, valid_from=snapshot.at
-    )
-    return 1
+    return _follow(AuditReport, snapshot, warnings=content.decode(), content_hash=digest)
 
 
 def _write_leak_candidates(snapshot: Snapshot, history: _SnapshotHistory, full: bool) -> int:
     """The claims that can be flagged as of the snapshot, when they differ from before; rows written."""
-    rows = LeakCandidates.objects.filter(cluster_id=snapshot.cluster_id)
-    rows.filter(valid_from=snapshot.at).delete()  # derived before by other code
-    head = rows.filter(valid_to__isnull=True).first()
+    head = _head(LeakCandidates, snapshot)
     before = set(head.claim_uids.split()) if head is not None and not full else None
     if before is None:
         now = leak_candidates(history)
@@ -393,11 +412,7 @@ def _write_leak_candidates(snapshot: Snapshot, history: _SnapshotHistory, full: 
         now = (before - recheck) | leak_candidates(history, recheck)
     if head is not None and set(head.claim_uids.split()) == now:
         return 0
-    rows.filter(valid_to__isnull=True).update(valid_to=snapshot.at)
-    LeakCandidates.objects.create(
-        cluster_id=snapshot.cluster_id, claim_uids=" ".join(sorted(now)), valid_from=snapshot.at
-    )
-    return 1
+    return _follow(LeakCandidates, snapshot, claim_uids=" ".join(sorted(now)))
 
 
 def _row(
@@ -509,12 +524,9 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
     """Drop what was derived from snapshots at or after ``at`` (rebuild-derived recomputes it)."""
     with transaction.atomic():
         Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
-        PodExplanation.objects.filter(cluster=cluster, valid_from__gte=at).delete()
-        PodExplanation.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
-        AuditReport.objects.filter(cluster=cluster, valid_from__gte=at).delete()
-        AuditReport.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
-        LeakCandidates.objects.filter(cluster=cluster, valid_from__gte=at).delete()
-        LeakCandidates.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
+        for model in VERSIONED:
+            model.objects.filter(cluster=cluster, valid_from__gte=at).delete()
+            model.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
         forget_spans_from(cluster.pk, at)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
@@ -523,5 +535,12 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
 def covered(snapshot_pk: int) -> bool:
     """Derived, by this code: rows another version of the domain wrote are not its verdicts."""
     return DerivedSnapshot.objects.filter(snapshot_id=snapshot_pk, version=DOMAIN_VERSION).exists()
+
+
+def held_in_part_of(snapshot_pk: int) -> bool | None:
+    """Whether the snapshot's inventory has a device a claim may hold part of; None when this code
+    did not derive it. Without one every allocation counts whole and no inventory is needed."""
+    derived = DerivedSnapshot.objects.filter(snapshot_id=snapshot_pk, version=DOMAIN_VERSION)
+    return derived.values_list("held_in_part", flat=True).first()
 
 
