@@ -17,6 +17,7 @@ from django.http import Http404
 from collector.models import Cluster
 from dashboard.domain.redaction import Redactor, Scope
 from dashboard.domain.state import ClusterState, ns_name
+from dashboard.history import StoredHistory, namespaces_in_use
 from dashboard.models import NamespaceGrant
 
 
@@ -57,6 +58,12 @@ def redactor_with(
     if scope.admin:
         return Redactor(scope, ())
     return Redactor(scope, namespaces())
+
+
+def redactor_of(user: AbstractBaseUser | AnonymousUser, history: StoredHistory) -> Redactor:
+    """``redactor_for`` without loading the state: a page that reads derived rows asks the database
+    for the namespaces in use as of the snapshot (only for a user who is not a platform admin)."""
+    return redactor_with(user, history.cluster, lambda: namespaces_in_use(history.cluster, history.as_of))
 
 
 def known_namespaces(state: ClusterState) -> frozenset[str]:

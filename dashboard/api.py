@@ -15,13 +15,13 @@ from django.views.decorators.http import require_GET
 
 from collector.models import Snapshot
 from collector.reports import snapshots_document
-from dashboard.access import is_platform_admin, redactor_with, scope_for
+from dashboard.access import is_platform_admin, redactor_of, redactor_with, scope_for
 from dashboard.domain.cel import SelectorCompileError
 from dashboard.domain.claims import claim_summaries
 from dashboard.domain.matching import match_devices
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import PodNotFound
-from dashboard.history import StoredHistory, collection_health, namespaces_in_use
+from dashboard.history import StoredHistory, collection_health
 from dashboard.reading import ReadError, leak_thresholds, open_history
 from derived.reading import audit_read, explain_read, leaks_read, metrics_read
 
@@ -110,14 +110,12 @@ def api_match_devices(request: HttpRequest, history: StoredHistory) -> Any:
 
 @with_history
 def api_leaks(request: HttpRequest, history: StoredHistory) -> Any:
-    namespaces = lambda: namespaces_in_use(history.cluster, history.as_of)  # noqa: E731 - asked only of non-admins
-    return redactor_with(request.user, history.cluster, namespaces).leaks(leaks_read(history, leak_thresholds()))
+    return redactor_of(request.user, history).leaks(leaks_read(history, leak_thresholds()))
 
 
 @with_history
 def api_audit(request: HttpRequest, history: StoredHistory) -> Any:
-    namespaces = lambda: namespaces_in_use(history.cluster, history.as_of)  # noqa: E731 - asked only of non-admins
-    return redactor_with(request.user, history.cluster, namespaces).audit(audit_read(history))
+    return redactor_of(request.user, history).audit(audit_read(history))
 
 
 def _may_scrape(request: HttpRequest) -> bool:

@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from dashboard import charts
-from dashboard.access import is_platform_admin, redactor_for, redactor_with
+from dashboard.access import is_platform_admin, redactor_for, redactor_of
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.capacity import review_csv_rows, review_table
 from dashboard.domain.device_history import DeviceIndex, device_history
@@ -20,7 +20,7 @@ from dashboard.domain.matching import class_selectors, match_devices
 from dashboard.domain.redaction import Redactor
 from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 from dashboard.domain.state import meta
-from dashboard.history import StoredHistory, namespaces_in_use
+from dashboard.history import StoredHistory
 from dashboard.reading import ReadError, leak_thresholds, open_history
 from dashboard.views import render_page
 from derived.reading import audit_read, leaks_read
@@ -49,8 +49,7 @@ def threshold_words(thresholds: dict[str, float]) -> list[tuple[str, str]]:
 @require_GET
 def leaks(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    namespaces = lambda: namespaces_in_use(c, history.as_of)  # noqa: E731 - asked only of non-admins
-    doc = redactor_with(request.user, c, namespaces).leaks(leaks_read(history, leak_thresholds()))
+    doc = redactor_of(request.user, history).leaks(leaks_read(history, leak_thresholds()))
     context = {
         "cluster": c,
         "doc": doc,
@@ -84,8 +83,7 @@ def _review(request: HttpRequest, cluster: str) -> tuple[Any, dict[str, Any], da
     thresholds = leak_thresholds()
     # One snapshot's review never changes: the page and its CSV share it while the snapshot is loaded.
     doc = history.derived(("review", start, thresholds), lambda: review_read(history, start, thresholds))
-    namespaces = lambda: namespaces_in_use(c, history.as_of)  # noqa: E731 - asked only of non-admins
-    return c, redactor_with(request.user, c, namespaces).review(doc), start, start < current
+    return c, redactor_of(request.user, history).review(doc), start, start < current
 
 
 @require_GET
@@ -181,8 +179,7 @@ def _inventory_row(
 @require_GET
 def audit_page(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    namespaces = lambda: namespaces_in_use(c, history.as_of)  # noqa: E731 - asked only of non-admins
-    doc = redactor_with(request.user, c, namespaces).audit(audit_read(history))
+    doc = redactor_of(request.user, history).audit(audit_read(history))
     kind = request.GET.get("kind", "")
     kinds = sorted({str(w["kind"]) for w in doc["warnings"]})
     if kind:
