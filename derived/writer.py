@@ -140,9 +140,8 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             .first()
         )
         full = previous is None or not covered(previous)
-        changed_inventory = (
-            ObjectVersion.objects.filter(snapshot=snapshot).exclude(kind__in=_POD_SCOPED).exists()
-        )
+        changed_kinds = set(ObjectVersion.objects.filter(snapshot=snapshot).values_list("kind", flat=True).distinct())
+        changed_inventory = bool(changed_kinds - _POD_SCOPED)
         history = _SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at), changed_inventory)
         if full:
             pods = set(history.state.objects.get("Pod", {}))
@@ -153,12 +152,12 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             pods = affected_pods(snapshot) if snapshot.versions_written or snapshot.deletions else set()
             pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
         written = _write(snapshot, history, pods)
-        if full or ObjectVersion.objects.filter(snapshot=snapshot).exclude(kind="Event").exists():
+        if full or changed_kinds - {"Event"}:
             written += _write_audit(snapshot, history)
         written += _write_leak_candidates(snapshot, history, full)
         write_spans(snapshot, full)
         DerivedSnapshot.objects.create(
-            held_in_part=_held_in_part(snapshot, history, None if full else previous),
+            held_in_part=_held_in_part(history, None if full else previous, changed_inventory),
             snapshot=snapshot,
             version=DOMAIN_VERSION,
             cluster_id=snapshot.cluster_id,
@@ -241,14 +240,11 @@ def derive_backlog(cluster_id: int) -> list[Derivation]:
     return done
 
 
-def _held_in_part(snapshot: Snapshot, history: _SnapshotHistory, previous: int | None) -> bool:
+def _held_in_part(history: _SnapshotHistory, previous: int | None, changed_inventory: bool) -> bool:
     """The inventory's ``held_in_part``: the previous snapshot's unless this one changed the inventory."""
-    if previous is not None:
-        changed = bool(snapshot.versions_written or snapshot.deletions) and (
-            ObjectVersion.objects.filter(snapshot=snapshot).exclude(kind__in=_POD_SCOPED).exists()
-        )
-        known = DerivedSnapshot.objects.filter(snapshot_id=previous).values_list("held_in_part", flat=True).first()
-        if not changed and known is not None:
+    if previous is not None and not changed_inventory:
+        known = held_in_part_of(previous)
+        if known is not None:
             return known
     return inventory_held_in_part(history.state)
 
