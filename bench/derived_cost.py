@@ -85,8 +85,11 @@ def timed_requests(client: Any, pods: dict[str, tuple[str, str]], repeat: int) -
 
     urls = {f"pod page, {k}": f"/c/bench/pods/{ns}/{name}/" for k, (ns, name) in pods.items()}
     urls.update(
-        {f"api explain, {k}": f"/api/explain?cluster=bench&pod={ns}/{name}" for k, (ns, name) in pods.items()
-         if k != "deleted"}
+        {
+            f"api explain, {k}": f"/api/explain?cluster=bench&pod={ns}/{name}"
+            for k, (ns, name) in pods.items()
+            if k != "deleted"
+        }
     )
     urls["metrics"] = "/metrics?cluster=bench"
     out = {}
@@ -108,7 +111,9 @@ def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
     from django.test import Client
 
     from collector.history import get_cluster
-    from derived.writer import derive_snapshot, render_latest_metrics
+    from derived.rendered import render_latest_metrics
+    from derived.review import render_latest_review
+    from derived.writer import derive_snapshot
 
     cluster = get_cluster("bench")
     gens = generations(nodes, WEEK_START, hours + 1, CHURN)
@@ -133,16 +138,29 @@ def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
     snap = write(cluster, last_at + timedelta(seconds=30), stored)
     start = time.perf_counter()
     result = derive_snapshot(snap)
-    emit(nodes=nodes, step="derive unchanged snapshot", seconds=round(time.perf_counter() - start, 3),
-         result=result.describe() if result else None)
+    emit(
+        nodes=nodes,
+        step="derive unchanged snapshot",
+        seconds=round(time.perf_counter() - start, 3),
+        result=result.describe() if result else None,
+    )
     snap = write(cluster, WEEK_START + hours * HOUR, stored_objects(next(gens)))
     start = time.perf_counter()
     result = derive_snapshot(snap)
-    emit(nodes=nodes, step="derive 1% churn snapshot", seconds=round(time.perf_counter() - start, 3),
-         versions=snap.versions_written, deletions=snap.deletions, result=result.describe() if result else None)
+    emit(
+        nodes=nodes,
+        step="derive 1% churn snapshot",
+        seconds=round(time.perf_counter() - start, 3),
+        versions=snap.versions_written,
+        deletions=snap.deletions,
+        result=result.describe() if result else None,
+    )
     start = time.perf_counter()
     render_latest_metrics(snap, force=True)
     emit(nodes=nodes, step="render /metrics (its own task)", seconds=round(time.perf_counter() - start, 3))
+    start = time.perf_counter()
+    render_latest_review(snap, force=True)
+    emit(nodes=nodes, step="render the week's review (its own task)", seconds=round(time.perf_counter() - start, 3))
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from collector import history
 from collector.kube import ClusterReader, CollectionError, api_client_for
 from collector.models import Snapshot
 from dashboard.config import ClusterSource
-from derived.writer import derive_after_write
+from derived.pipeline import derive_after_write
 
 log = logging.getLogger("claimline.collector")
 

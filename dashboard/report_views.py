@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 from dashboard import charts
 from dashboard.access import is_platform_admin, redactor_for, redactor_of
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.capacity import review_csv_rows, review_table
+from dashboard.domain.capacity import review_csv_rows, review_table, week_containing
 from dashboard.domain.device_history import DeviceIndex, device_history
 from dashboard.domain.inventory import AdvertisedDevice, Inventory, typed_value
 from dashboard.domain.matching import class_selectors, match_devices
@@ -67,10 +67,8 @@ def week_start_of(value: str | None, as_of: datetime) -> datetime:
             day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
         except ValueError:
             raise Http404(f"week {value!r} is not a YYYY-MM-DD date") from None
-    else:
-        day = as_of.astimezone(UTC)
-    day = day.replace(hour=0, minute=0, second=0, microsecond=0)
-    return day - timedelta(days=day.weekday())
+        return week_containing(day)
+    return week_containing(as_of)
 
 
 def _review(request: HttpRequest, cluster: str) -> tuple[Any, dict[str, Any], datetime, bool]:
@@ -232,9 +230,7 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
     counter_sets = [
         {**u, "holders": _visible(u["holders"], redactor)} for u in counter_sets_of(inventory, (driver, pool, name))
     ]
-    context = {
-        "cluster": c, "doc": doc, "hidden_claims": len(hidden), "shared": shared, "counter_sets": counter_sets
-    }
+    context = {"cluster": c, "doc": doc, "hidden_claims": len(hidden), "shared": shared, "counter_sets": counter_sets}
     return render_page(request, "dashboard/device.html", context, "device")
 
 

@@ -179,6 +179,33 @@ class MetricsText(models.Model):
         return f"metrics of {self.cluster_id} as of snapshot {self.snapshot_id}"
 
 
+class ReviewDocument(models.Model):
+    """The weekly review of the week a cluster's latest derived snapshot falls in, rendered after it.
+
+    The review of the current week is what the review page opens on and what a new snapshot makes
+    every reader compute again (leak intervals and advertised device-hours over the cluster's
+    weeks); rendered once by the derivation, a reader loads it. One row per cluster and week: a
+    newer snapshot's rendering replaces the row, and rows of other weeks are dropped then, since
+    they describe older snapshots. It stands for later unchanged snapshots as /metrics does, for
+    CLAIMLINE_REVIEW_REFRESH (``derived.review.stored_review``); its ``as_of`` says which snapshot.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="review_documents")
+    week_start = models.DateTimeField()
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="+")
+    thresholds = models.TextField(help_text="JSON: the leak thresholds it was rendered with.")
+    document = models.TextField(help_text="JSON: what capacity.weekly_review returned.")
+
+    class Meta:
+        constraints = [
+            # Also the reader's lookup: the cluster's review of one week.
+            models.UniqueConstraint(fields=["cluster", "week_start"], name="reviewdocument_identity"),
+        ]
+
+    def __str__(self) -> str:
+        return f"review of {self.cluster_id} for {self.week_start.date()} as of snapshot {self.snapshot_id}"
+
+
 class AllocationSpan(models.Model):
     """One device held by one claim over ``[start, end)``: a run of ``capacity.allocation_runs``.
 

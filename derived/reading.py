@@ -24,7 +24,8 @@ from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
 from derived.models import AuditReport, LeakCandidates, PodExplanation
-from derived.writer import counts_as_of, covered, held_in_part_of, metrics_text_stands
+from derived.rendered import counts_as_of, metrics_text_stands
+from derived.writer import covered, held_in_part_of
 
 
 def covers(history: StoredHistory) -> bool:

@@ -1,4 +1,5 @@
-"""The weekly review read from allocation spans when the layer covers the asked snapshot.
+"""The weekly review read from allocation spans when the layer covers the asked snapshot, and the
+current week's review rendered after a derivation (``ReviewDocument``), which readers load whole.
 
 ``capacity.weekly_review`` stays the one definition; what changes is where its claims come from.
 On read it decodes every claim version of the eight weeks the review spans; here the pieces are
@@ -7,7 +8,9 @@ and their consumers' and owners' Pods' versions, two queries in all), which is w
 ``flagged_intervals`` classifies. Leak intervals stay computed on read: evidence stored later
 (a Pod's ``finishedAt``) can move where an earlier stretch counts as flagged, and they depend on
 the configured thresholds. Advertised device-hours stay on read too (``InventoryTimeline``
-reads the slices' versions of the two weeks; bench/README.md has its cost).
+reads the slices' versions of the two weeks; bench/README.md has its cost). That is why the
+current week's review (what the page opens on, and what a new snapshot makes every reader
+compute) is rendered once after each derived snapshot, as /metrics is.
 
 GPU-equivalent fractions are read against the inventory as of the asked snapshot, as on read;
 the derivation records whether that inventory advertises any device held in part, and when it
@@ -22,26 +25,93 @@ from functools import partial
 from typing import Any
 
 import orjson
+from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 
-from collector.models import ObjectVersion
-from dashboard.domain.capacity import Allocations, Piece, claim_device_fractions, versions_since, weekly_review
+from collector.models import ObjectVersion, Snapshot
+from dashboard.domain.capacity import (
+    Allocations,
+    Piece,
+    claim_device_fractions,
+    versions_since,
+    week_containing,
+    weekly_review,
+)
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import CachedHistory, Thresholds, consumers
 from dashboard.domain.state import Object, Version, meta
 from dashboard.history import StoredHistory
-from derived.models import AllocationSpan
-from derived.writer import held_in_part_of
+from dashboard.reading import leak_thresholds
+from derived.models import AllocationSpan, ReviewDocument
+from derived.rendered import latest_derived, stands_for
+from derived.writer import covered, held_in_part_of
 
 BATCH = 2000
 
 
 def review_read(history: StoredHistory, week_start: datetime, thresholds: Thresholds, **options: Any) -> dict[str, Any]:
-    """``weekly_review``, its claims read from the layer when it covers the snapshot (else on read)."""
+    """``weekly_review``: the stored rendering when one stands for the snapshot, else computed with its
+    claims read from the layer when it covers the snapshot (else on read)."""
+    if not options:
+        stored = stored_review(history, week_start, thresholds)
+        if stored is not None:
+            return stored
     source = stored_source(history)
     if source is None:
         return weekly_review(history, week_start, thresholds, **options)
     return weekly_review(history, week_start, thresholds, allocations=source, **options)
+
+
+def stored_review(history: StoredHistory, week_start: datetime, thresholds: Thresholds) -> dict[str, Any] | None:
+    """The rendered review of ``week_start`` when it may stand for the snapshot ``history`` is as of:
+    rendered with these thresholds, for that snapshot or an earlier one CLAIMLINE_REVIEW_REFRESH
+    allows (``rendered.stands_for``), which this code derived."""
+    row = (
+        ReviewDocument.objects.filter(cluster_id=history.cluster.pk, week_start=week_start)
+        .select_related("snapshot")
+        .first()
+    )
+    if row is None or orjson.loads(row.thresholds) != thresholds.as_dict():
+        return None
+    if not stands_for(history.cluster.pk, row.snapshot.at, history.as_of, settings.CLAIMLINE_REVIEW_REFRESH):
+        return None
+    if not covered(history.snapshot_pk):
+        return None
+    document: dict[str, Any] = orjson.loads(row.document)
+    return document
+
+
+def render_latest_review(snapshot: Snapshot, force: bool = False) -> bool:
+    """Store the review of the week ``snapshot`` falls in, as of it, with the configured thresholds.
+
+    False, rendering nothing, when a newer snapshot exists, the snapshot is not derived, or (unless
+    ``force``) the stored review still stands for it. The cluster's reviews of other weeks are
+    dropped: they describe older snapshots, which no reader is served from.
+    """
+    if not latest_derived(snapshot):
+        return False
+    thresholds = leak_thresholds()
+    history = StoredHistory(snapshot.cluster, snapshot.at)
+    week = week_containing(snapshot.at)
+    if not force and stored_review(history, week, thresholds) is not None:
+        return False
+    source = stored_source(history)
+    if source is None:
+        return False
+    document = weekly_review(history, week, thresholds, allocations=source)
+    with transaction.atomic():
+        ReviewDocument.objects.filter(cluster_id=snapshot.cluster_id).exclude(week_start=week).delete()
+        ReviewDocument.objects.update_or_create(
+            cluster_id=snapshot.cluster_id,
+            week_start=week,
+            defaults={
+                "snapshot": snapshot,
+                "thresholds": orjson.dumps(thresholds.as_dict()).decode(),
+                "document": orjson.dumps(document).decode(),
+            },
+        )
+    return True
 
 
 def stored_source(history: StoredHistory, claims: bool = True) -> Allocations | None:

@@ -1,25 +1,37 @@
-"""Celery tasks: derivation and /metrics after a collection, apart from it (either can take longer than one)."""
+"""Celery tasks: derivation, /metrics and the review after a collection, apart from it (each may outlast one)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import redis
 from celery import shared_task
 
 from collector.models import Snapshot
 from collector.tasks import redis_lock
-from derived.writer import derive_backlog, render_latest_metrics
+from derived.pipeline import derive_backlog
+from derived.rendered import render_latest_metrics
+from derived.review import render_latest_review
 
 log = logging.getLogger("claimline.derived")
 
 
-@shared_task(name="derived.tasks.render_metrics", ignore_result=True)
-def render_metrics(snapshot_id: int) -> str:
+def _render(snapshot_id: int, render: Callable[[Snapshot], bool]) -> str:
     snapshot = Snapshot.objects.filter(pk=snapshot_id).first()
     if snapshot is None:
         return "gone"
-    return "rendered" if render_latest_metrics(snapshot) else "skipped"
+    return "rendered" if render(snapshot) else "skipped"
+
+
+@shared_task(name="derived.tasks.render_metrics", ignore_result=True)
+def render_metrics(snapshot_id: int) -> str:
+    return _render(snapshot_id, render_latest_metrics)
+
+
+@shared_task(name="derived.tasks.render_review", ignore_result=True)
+def render_review(snapshot_id: int) -> str:
+    return _render(snapshot_id, render_latest_review)
 
 
 @shared_task(name="derived.tasks.derive_cluster", ignore_result=True)

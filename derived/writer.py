@@ -25,17 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
-from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
-from kombu.exceptions import OperationalError
-from redis.exceptions import RedisError
 
 from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.audit import audit
@@ -43,11 +39,10 @@ from dashboard.domain.claims import consumers
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import CachedHistory, leak_candidates
 from dashboard.domain.lifecycle import is_terminal
-from dashboard.domain.metrics import PodCounts, pod_counts, render_metrics
+from dashboard.domain.metrics import pod_counts
 from dashboard.domain.state import HistoryView, Version, uid_of
 from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
-from dashboard.reading import leak_thresholds
 from derived.models import (
     DOMAIN_VERSION,
     VERSIONED,
@@ -56,6 +51,7 @@ from derived.models import (
     LeakCandidates,
     MetricsText,
     PodExplanation,
+    ReviewDocument,
 )
 from derived.spans import forget_spans_from, inventory_held_in_part, write_spans
 
@@ -171,75 +167,6 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
     return result
 
 
-def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | None:
-    """The collection path's call: a derivation that fails is logged and leaves the snapshot
-    underived (pages then derive on read, and the next snapshot derives every live Pod).
-
-    ``inline=False`` (collections Celery schedules) queues ``derived.tasks.derive_cluster``
-    instead: on a big cluster a churned snapshot's derivation outlasts a collection interval,
-    and collecting must not wait for it with the collection lock held. /metrics is rendered
-    after the derivation, by a task of its own when Celery runs, else here.
-    """
-    if not settings.CLAIMLINE_DERIVE:
-        return None
-    if not inline:
-        _queue("derived.tasks.derive_cluster", snapshot.cluster_id)
-        return None
-    try:
-        result = derive_snapshot(snapshot)
-    except Exception:
-        log.exception("deriving snapshot %s of cluster %s failed", snapshot.pk, snapshot.cluster_id)
-        return None
-    if result is None:
-        return None
-    if settings.CLAIMLINE_SCHEDULER == "celery":
-        _queue("derived.tasks.render_metrics", snapshot.pk)
-    else:
-        try:
-            render_latest_metrics(snapshot)
-        except Exception:
-            log.exception("rendering the metrics of snapshot %s failed", snapshot.pk)
-    return result
-
-
-def _queue(task: str, arg: int) -> None:
-    from collector.celery import app
-
-    try:
-        app.send_task(task, args=(arg,))
-    except (OperationalError, RedisError) as exc:
-        log.warning("cannot queue %s(%s): %s", task, arg, exc)
-
-
-def underived_snapshots(cluster_id: int) -> list[Snapshot]:
-    """The usable snapshots after the newest derived one, oldest first: the derivation's backlog.
-
-    A cluster never derived starts at its newest snapshot (older history is rebuild-derived's).
-    """
-    usable = Snapshot.objects.filter(cluster_id=cluster_id, status__in=USABLE)
-    newest = DerivedSnapshot.objects.filter(cluster_id=cluster_id).order_by("-at").values_list("at", flat=True).first()
-    if newest is None:
-        latest = usable.order_by("-at").first()
-        return [latest] if latest is not None else []
-    return list(usable.filter(at__gt=newest).order_by("at"))
-
-
-def derive_backlog(cluster_id: int) -> list[Derivation]:
-    """Derive every snapshot of the backlog in order, then render /metrics for the newest.
-
-    Each snapshot is derived against the one before it, so none is skipped: skipping would
-    make the next one a full derivation of every live Pod, which costs more than the chain.
-    """
-    done = []
-    while backlog := underived_snapshots(cluster_id):
-        for snapshot in backlog:
-            result = derive_snapshot(snapshot)
-            if result is not None:
-                done.append(result)
-        render_latest_metrics(backlog[-1])
-    return done
-
-
 def _held_in_part(history: _SnapshotHistory, previous: int | None, changed_inventory: bool) -> bool:
     """The inventory's ``held_in_part``: the previous snapshot's unless this one changed the inventory."""
     if previous is not None and not changed_inventory:
@@ -293,8 +220,8 @@ def affected_pods(snapshot: Snapshot) -> set[str]:
     if inventory:
         pods.update(open_rows.filter(counted=True).values_list("pod_uid", flat=True))
     for namespace, uids in claims.items():
-        for pod_uid, named in open_rows.filter(namespace=namespace).exclude(claim_uids="").values_list(
-            "pod_uid", "claim_uids"
+        for pod_uid, named in (
+            open_rows.filter(namespace=namespace).exclude(claim_uids="").values_list("pod_uid", "claim_uids")
         ):
             if uids.intersection(named.split()):
                 pods.add(pod_uid)
@@ -434,88 +361,6 @@ def _row(
     )
 
 
-Progress = Callable[[int, int, Snapshot, "Derivation | None"], None]
-
-
-def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress | None = None) -> int:
-    """Derive the cluster's stored snapshots (from ``since``) that this code has not derived; how many.
-
-    Resumable: snapshots derived already are skipped, up to the first that is not; from there on
-    everything is derived again in time order, since later rows were derived over that gap.
-    """
-    runs = Snapshot.objects.filter(cluster=cluster, status__in=USABLE).order_by("at")
-    if since is not None:
-        runs = runs.filter(at__gte=since)
-    done = set(
-        DerivedSnapshot.objects.filter(cluster=cluster, version=DOMAIN_VERSION).values_list("snapshot_id", flat=True)
-    )
-    todo: list[Snapshot] = []
-    for run in runs.iterator():
-        if todo or run.pk not in done:
-            todo.append(run)
-    if not todo:
-        return 0
-    forget_from(cluster, todo[0].at)
-    for i, run in enumerate(todo, 1):
-        result = derive_snapshot(run)
-        if progress is not None:
-            progress(i, len(todo), run, result)
-    render_latest_metrics(todo[-1], force=True)
-    return len(todo)
-
-
-def counts_as_of(cluster_id: int, at: datetime) -> dict[str, PodCounts]:
-    """What /metrics counts of every live, unfinished Pod valid at ``at``, by Pod UID."""
-    rows = PodExplanation.objects.filter(
-        Q(valid_to__isnull=True) | Q(valid_to__gt=at), cluster_id=cluster_id, counted=True, valid_from__lte=at
-    ).values_list("pod_uid", "states")
-    return {pod: orjson.loads(states) for pod, states in rows.iterator(BATCH)}
-
-
-def render_latest_metrics(snapshot: Snapshot, force: bool = False) -> bool:
-    """Store the cluster's /metrics as of ``snapshot``, Pods' counts read from its derived rows;
-    the run-health families are added when it is served (failed runs after it change them).
-
-    False, rendering nothing, when a newer snapshot exists (its own rendering follows), the
-    snapshot is not derived, or (unless ``force``) the stored text still stands for it: nothing
-    changed since the snapshot it describes, which is younger than CLAIMLINE_METRICS_REFRESH.
-    """
-    newer = Snapshot.objects.filter(cluster_id=snapshot.cluster_id, status__in=USABLE, at__gt=snapshot.at)
-    if newer.exists() or not covered(snapshot.pk):
-        return False
-    thresholds = leak_thresholds()
-    if not force and metrics_text_stands(snapshot.cluster_id, snapshot.at, thresholds.as_dict()) is not None:
-        return False
-    history = StoredHistory(snapshot.cluster, snapshot.at)
-    counts = counts_as_of(snapshot.cluster_id, snapshot.at)
-    text = render_metrics(history, thresholds, None, lambda pod: counts.get(uid_of(pod)))
-    MetricsText.objects.update_or_create(
-        cluster_id=snapshot.cluster_id,
-        defaults={"snapshot": snapshot, "thresholds": orjson.dumps(thresholds.as_dict()).decode(), "text": text},
-    )
-    return True
-
-
-def metrics_text_stands(cluster_id: int, at: datetime, thresholds: dict[str, float]) -> MetricsText | None:
-    """The stored /metrics text when it may stand for the snapshot at ``at``: rendered with these
-    thresholds for that snapshot, or for an earlier one less than CLAIMLINE_METRICS_REFRESH before it
-    with no change to objects or to derived rows since."""
-    text = MetricsText.objects.filter(cluster_id=cluster_id).select_related("snapshot").first()
-    if text is None or orjson.loads(text.thresholds) != thresholds or text.snapshot.at > at:
-        return None
-    if text.snapshot.at == at:
-        return text
-    if (at - text.snapshot.at).total_seconds() >= settings.CLAIMLINE_METRICS_REFRESH:
-        return None
-    between = Snapshot.objects.filter(cluster_id=cluster_id, status__in=USABLE, at__gt=text.snapshot.at, at__lte=at)
-    if between.filter(Q(versions_written__gt=0) | Q(deletions__gt=0)).exists():
-        return None
-    derived = DerivedSnapshot.objects.filter(cluster_id=cluster_id, at__gt=text.snapshot.at, at__lte=at)
-    if derived.filter(rows_written__gt=0).exists() or derived.count() != between.count():
-        return None
-    return text
-
-
 def forget_from(cluster: Cluster, at: datetime) -> None:
     """Drop what was derived from snapshots at or after ``at`` (rebuild-derived recomputes it)."""
     with transaction.atomic():
@@ -526,6 +371,7 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
         forget_spans_from(cluster.pk, at)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
+        ReviewDocument.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
 
 
 def covered(snapshot_pk: int) -> bool:
@@ -538,5 +384,3 @@ def held_in_part_of(snapshot_pk: int) -> bool | None:
     did not derive it. Without one every allocation counts whole and no inventory is needed."""
     derived = DerivedSnapshot.objects.filter(snapshot_id=snapshot_pk, version=DOMAIN_VERSION)
     return derived.values_list("held_in_part", flat=True).first()
-
-

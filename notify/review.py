@@ -11,7 +11,7 @@ import csv
 import io
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -20,7 +20,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from collector.models import Cluster
-from dashboard.domain.capacity import review_csv_rows
+from dashboard.domain.capacity import WEEK, review_csv_rows, week_containing
 from dashboard.history import NoSnapshot, StoredHistory
 from dashboard.reading import leak_thresholds
 from derived.review import review_read
@@ -32,8 +32,7 @@ log = logging.getLogger("claimline.notify")
 
 def last_full_week(as_of: datetime) -> datetime:
     """Monday 00:00 UTC of the week before the one containing ``as_of``."""
-    day = as_of.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return day - timedelta(days=day.weekday() + 7)
+    return week_containing(as_of) - WEEK
 
 
 @dataclass
@@ -54,8 +53,10 @@ def _percent(share: float | None) -> str:
 
 def _charts(doc: dict[str, Any]) -> dict[str, str]:
     weekly = [
-        (w["week_start"][:10] + (" (partial)" if w["partial"] else ""),
-         [w["allocated_device_hours"], w["leaked_device_hours"]])
+        (
+            w["week_start"][:10] + (" (partial)" if w["partial"] else ""),
+            [w["allocated_device_hours"], w["leaked_device_hours"]],
+        )
         for w in doc["series"]["weekly"]
     ]
     namespaces = [

@@ -1,4 +1,5 @@
-"""Allocation spans: what the derivation writes for the weekly review, and that rebuilding writes it again.
+"""Allocation spans: what the derivation writes for the weekly review, and that rebuilding writes it again;
+the current week's review rendered after a derivation, and when it stands for a later snapshot.
 
 That the review read from spans equals the review on read at every snapshot is checked with the
 rest of the layer (tests/test_derived.py, tests/test_derived_equivalence.py).
@@ -6,20 +7,26 @@ rest of the layer (tests/test_derived.py, tests/test_derived_equivalence.py).
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
-from collector.models import Cluster, ObjectVersion
-from dashboard.domain.capacity import allocation_stretches
+from collector.models import Cluster, ObjectVersion, Snapshot
+from dashboard.domain.capacity import allocation_stretches, week_containing
+from dashboard.domain.leaks import Thresholds
+from dashboard.domain.timefmt import rfc3339
 from dashboard.history import StoredHistory
+from dashboard.reading import leak_thresholds
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
-from derived.models import AllocationSpan, DerivedSnapshot
-from tests.clusters import small_cluster
+from derived.models import AllocationSpan, DerivedSnapshot, ReviewDocument
+from derived.review import review_read
+from tests.clusters import T0, small_cluster
 from tests.derived_checks import assert_review_matches_derivation
 
 pytestmark = pytest.mark.django_db
@@ -101,3 +108,84 @@ def test_held_in_part_follows_the_inventory(tmp_path: Path) -> None:
     assert list(flags) == [False, True, False]
     compared = assert_review_matches_derivation("flip")
     assert compared["allocated"] > 0 and compared["equivalent"] < compared["allocated"]
+
+
+def _imported(dump: Path, objects: list[dict[str, Any]], at: datetime) -> None:
+    dump.write_bytes(b.dump_json(objects))
+    call_command("import-snapshot", str(dump), "--at", at.isoformat())
+
+
+def test_the_current_weeks_review_is_rendered_after_a_change_and_stands_while_nothing_changes(
+    tmp_path: Path, settings: Any
+) -> None:
+    settings.CLAIMLINE_REVIEW_REFRESH = 600
+    objects, dump = small_cluster(), tmp_path / "cluster.json"
+    week = week_containing(T0)
+    _imported(dump, objects, T0)
+    row = ReviewDocument.objects.get()
+    assert (row.week_start, row.snapshot.at) == (week, T0)
+    assert orjson.loads(row.document)["as_of"] == rfc3339(T0)
+
+    cluster = Cluster.objects.get(name="demo")
+    _imported(dump, objects, T0 + timedelta(minutes=5))  # only time moved
+    assert ReviewDocument.objects.get().snapshot.at == T0
+    later = StoredHistory(cluster, T0 + timedelta(minutes=5))
+    assert review_read(later, week, leak_thresholds())["as_of"] == rfc3339(T0)
+    # Another week, or other thresholds, is computed as of the snapshot asked about.
+    assert review_read(later, week - timedelta(days=7), leak_thresholds())["as_of"] == rfc3339(later.as_of)
+    short = Thresholds(orphaned=60, stuck_deletion=60, unreserved=60, held_by_failing_pod=60)
+    assert review_read(later, week, short)["as_of"] == rfc3339(later.as_of)
+
+    _imported(dump, objects, T0 + timedelta(minutes=11))  # the rendering is 600 s old
+    assert ReviewDocument.objects.get().snapshot.at == T0 + timedelta(minutes=11)
+    claim = next(o for o in objects if o["kind"] == "ResourceClaim")
+    claim["status"]["reservedFor"] = []
+    _imported(dump, objects, T0 + timedelta(minutes=12))  # a change renders at once
+    assert ReviewDocument.objects.get().snapshot.at == T0 + timedelta(minutes=12)
+    assert assert_review_matches_derivation("demo")["reviews"] > 0
+
+
+def test_a_new_week_replaces_the_stored_review(tmp_path: Path) -> None:
+    objects, dump = small_cluster(), tmp_path / "cluster.json"
+    _imported(dump, objects, T0)
+    objects.append(b.namespace("team-next-week"))
+    _imported(dump, objects, T0 + timedelta(days=7))
+    row = ReviewDocument.objects.get()
+    assert row.week_start == week_containing(T0 + timedelta(days=7))
+
+
+def test_the_review_page_and_csv_read_the_stored_review(demo_history: Any, admin_client: Client) -> None:
+    row = ReviewDocument.objects.get()
+    doc = orjson.loads(row.document)
+    doc["by_namespace"] = [{**doc["by_namespace"][0], "namespace": "read-from-the-stored-review"}]
+    ReviewDocument.objects.filter(pk=row.pk).update(document=orjson.dumps(doc).decode())
+    week = row.week_start.date().isoformat()
+    page = admin_client.get("/c/demo/review/", {"week": week}, secure=True)
+    assert "read-from-the-stored-review" in page.content.decode()
+    csv = admin_client.get("/c/demo/review.csv", {"week": week}, secure=True)
+    assert "read-from-the-stored-review" in csv.content.decode()
+
+
+def test_a_stored_review_from_other_domain_code_is_not_served(demo_history: Any) -> None:
+    cluster = Cluster.objects.get(name="demo")
+    row = ReviewDocument.objects.get()
+    ReviewDocument.objects.filter(pk=row.pk).update(document=orjson.dumps({"as_of": "stale"}).decode())
+    DerivedSnapshot.objects.filter(snapshot=row.snapshot).update(version="other")
+    review = review_read(StoredHistory(cluster), row.week_start, leak_thresholds())
+    assert review["as_of"] != "stale"
+
+
+def test_with_celery_the_review_is_rendered_by_a_task_of_its_own(tmp_path: Path, settings: Any) -> None:
+    from derived.tasks import render_review
+
+    settings.CLAIMLINE_SCHEDULER = "celery"
+    objects, dump = small_cluster(), tmp_path / "cluster.json"
+    _imported(dump, objects, T0)
+    objects.append(b.namespace("team-later"))
+    _imported(dump, objects, T0 + timedelta(minutes=1))
+    assert DerivedSnapshot.objects.count() == 2 and not ReviewDocument.objects.exists()
+    first, second = Snapshot.objects.order_by("at")
+    assert render_review(first.pk) == "skipped"
+    assert render_review(second.pk) == "rendered"
+    assert render_review(second.pk) == "skipped"  # it stands
+    assert ReviewDocument.objects.get().snapshot == second

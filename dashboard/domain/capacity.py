@@ -36,7 +36,7 @@ import bisect
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dashboard.domain.equivalents import UNKNOWN_MODEL, claim_fractions, number, physical_devices
@@ -53,6 +53,13 @@ from dashboard.domain.state import ClusterState, HistoryView, Object, Version, m
 from dashboard.domain.timefmt import parse_time, rfc3339
 
 WEEK = timedelta(days=7)
+
+
+def week_containing(t: datetime) -> datetime:
+    """Monday 00:00 UTC of the week ``t`` falls in: where the review's weeks start."""
+    day = t.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day - timedelta(days=day.weekday())
+
 
 FLAT_FIELDS = (
     "allocated_device_hours",

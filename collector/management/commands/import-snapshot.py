@@ -9,7 +9,7 @@ from collector import history
 from collector.dumps import DumpError, parse_dump_files
 from collector.management.commands._clusters import default_cluster_name
 from collector.timeparse import parse_rfc3339
-from derived.writer import derive_after_write
+from derived.pipeline import derive_after_write
 from notify.hooks import after_snapshot
 
 

@@ -4,7 +4,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from collector.models import Cluster, Snapshot
 from collector.timeparse import parse_rfc3339
-from derived.writer import Derivation, DerivationOrderError, Progress, rebuild
+from derived.pipeline import Progress, rebuild
+from derived.writer import Derivation, DerivationOrderError
 
 
 class Command(BaseCommand):

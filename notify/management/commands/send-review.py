@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.domain.capacity import week_containing
 from notify.review import send_reviews
 
 
@@ -23,7 +24,7 @@ class Command(BaseCommand):
                 day = datetime.strptime(str(options["week"]), "%Y-%m-%d").replace(tzinfo=UTC)
             except ValueError:
                 raise CommandError(f"--week {options['week']!r} is not a YYYY-MM-DD date") from None
-            week = day - timedelta(days=day.weekday())
+            week = week_containing(day)
         recipients: list[str] | None = options["to"]  # type: ignore[assignment]
         mails = send_reviews(recipients, options["cluster"], week, dry_run=bool(options["dry_run"]))  # type: ignore[arg-type]
         if not mails:

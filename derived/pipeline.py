@@ -1,0 +1,130 @@
+"""What follows a stored snapshot: its derivation (``derived.writer``), then the renderings read
+whole (``derived.rendered``, ``derived.review``), inline or as Celery tasks; and rebuild-derived."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from django.conf import settings
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
+
+from collector.models import Cluster, Snapshot
+from derived.models import DOMAIN_VERSION, DerivedSnapshot
+from derived.rendered import render_latest_metrics
+from derived.review import render_latest_review
+from derived.writer import USABLE, Derivation, derive_snapshot, forget_from
+
+log = logging.getLogger("claimline.derived")
+
+# The tasks rendering what readers load whole, queued after a derivation when Celery runs.
+RENDERINGS = ("derived.tasks.render_metrics", "derived.tasks.render_review")
+
+
+def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | None:
+    """The collection path's call: a derivation that fails is logged and leaves the snapshot
+    underived (pages then derive on read, and the next snapshot derives every live Pod).
+
+    ``inline=False`` (collections Celery schedules) queues ``derived.tasks.derive_cluster``
+    instead: on a big cluster a churned snapshot's derivation outlasts a collection interval,
+    and collecting must not wait for it with the collection lock held. /metrics and the review
+    are rendered after the derivation, each by a task of its own when Celery runs, else here.
+    """
+    if not settings.CLAIMLINE_DERIVE:
+        return None
+    if not inline:
+        _queue("derived.tasks.derive_cluster", snapshot.cluster_id)
+        return None
+    try:
+        result = derive_snapshot(snapshot)
+    except Exception:
+        log.exception("deriving snapshot %s of cluster %s failed", snapshot.pk, snapshot.cluster_id)
+        return None
+    if result is None:
+        return None
+    if settings.CLAIMLINE_SCHEDULER == "celery":
+        for task in RENDERINGS:
+            _queue(task, snapshot.pk)
+    else:
+        render_latest(snapshot)
+    return result
+
+
+def render_latest(snapshot: Snapshot, force: bool = False) -> None:
+    """Render /metrics and the current week's review for ``snapshot`` when it is the newest
+    derived one; a rendering that fails is logged (readers then render on read)."""
+    for what, render in (("metrics", render_latest_metrics), ("review", render_latest_review)):
+        try:
+            render(snapshot, force)
+        except Exception:
+            log.exception("rendering the %s of snapshot %s failed", what, snapshot.pk)
+
+
+def _queue(task: str, arg: int) -> None:
+    from collector.celery import app
+
+    try:
+        app.send_task(task, args=(arg,))
+    except (OperationalError, RedisError) as exc:
+        log.warning("cannot queue %s(%s): %s", task, arg, exc)
+
+
+def underived_snapshots(cluster_id: int) -> list[Snapshot]:
+    """The usable snapshots after the newest derived one, oldest first: the derivation's backlog.
+
+    A cluster never derived starts at its newest snapshot (older history is rebuild-derived's).
+    """
+    usable = Snapshot.objects.filter(cluster_id=cluster_id, status__in=USABLE)
+    newest = DerivedSnapshot.objects.filter(cluster_id=cluster_id).order_by("-at").values_list("at", flat=True).first()
+    if newest is None:
+        latest = usable.order_by("-at").first()
+        return [latest] if latest is not None else []
+    return list(usable.filter(at__gt=newest).order_by("at"))
+
+
+def derive_backlog(cluster_id: int) -> list[Derivation]:
+    """Derive every snapshot of the backlog in order, then render /metrics and the review for the newest.
+
+    Each snapshot is derived against the one before it, so none is skipped: skipping would
+    make the next one a full derivation of every live Pod, which costs more than the chain.
+    """
+    done = []
+    while backlog := underived_snapshots(cluster_id):
+        for snapshot in backlog:
+            result = derive_snapshot(snapshot)
+            if result is not None:
+                done.append(result)
+        render_latest(backlog[-1])
+    return done
+
+
+Progress = Callable[[int, int, Snapshot, "Derivation | None"], None]
+
+
+def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress | None = None) -> int:
+    """Derive the cluster's stored snapshots (from ``since``) that this code has not derived; how many.
+
+    Resumable: snapshots derived already are skipped, up to the first that is not; from there on
+    everything is derived again in time order, since later rows were derived over that gap.
+    """
+    runs = Snapshot.objects.filter(cluster=cluster, status__in=USABLE).order_by("at")
+    if since is not None:
+        runs = runs.filter(at__gte=since)
+    done = set(
+        DerivedSnapshot.objects.filter(cluster=cluster, version=DOMAIN_VERSION).values_list("snapshot_id", flat=True)
+    )
+    todo: list[Snapshot] = []
+    for run in runs.iterator():
+        if todo or run.pk not in done:
+            todo.append(run)
+    if not todo:
+        return 0
+    forget_from(cluster, todo[0].at)
+    for i, run in enumerate(todo, 1):
+        result = derive_snapshot(run)
+        if progress is not None:
+            progress(i, len(todo), run, result)
+    render_latest(todo[-1], force=True)
+    return len(todo)
