@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, os.environ.get("PYTHONPATH") or str(Path(__file__).resolve().parents[1]))
 
+from collector.gcpause import collect_less_often  # noqa: E402
 from dashboard.domain import device_checks  # noqa: E402
 from dashboard.domain.inventory import Inventory  # noqa: E402
 from dashboard.domain.matching import match_devices, simulate  # noqa: E402
@@ -130,6 +131,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", choices=["plain", "partitioned", "match-devices"])
     args = parser.parse_args()
+    collect_less_often()  # as in every Claimline process (collector.apps): the domain runs there
     for name, build in (("plain", plain), ("partitioned", partitioned)):
         if args.only in (None, name):
             print(json.dumps(measure(name, build(args.nodes, args.claims), args.claims, args.repeat)), flush=True)
