@@ -14,15 +14,14 @@ from django.views.decorators.http import require_GET
 
 from collector.models import Cluster
 from dashboard import charts
-from dashboard.access import is_platform_admin, redactor_for
+from dashboard.access import is_platform_admin, redactor_of
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.overview import across_clusters, overview
+from dashboard.domain.overview import across_clusters
 from dashboard.domain.timefmt import parse_time
 from dashboard.history import collection_health
 from dashboard.reading import ReadError, leak_thresholds, open_history
 from dashboard.views import render_page
-from derived.reading import audit_read, leaks_read, waiting_verdicts
-from derived.review import stored_source
+from derived.reading import overview_read
 from notify.delivery import failing_receivers
 
 
@@ -42,20 +41,11 @@ def collection_status(cluster: Cluster | None, usable_at: datetime | None) -> di
 
 def _overview_of(cluster: Cluster, user: AbstractBaseUser | AnonymousUser, as_of: str | None) -> dict[str, Any]:
     history = open_history(cluster, as_of)
-    redactor = redactor_for(user, cluster, history.state)
+    redactor = redactor_of(user, history)
     thresholds = leak_thresholds()
-    return history.derived(
-        ("overview", redactor.scope, thresholds),
-        lambda: overview(
-            history,
-            redactor,
-            thresholds,
-            leaks=leaks_read(history, thresholds),
-            audit_doc=audit_read(history),
-            waiting_verdicts=waiting_verdicts(history),
-            allocations=stored_source(history, claims=False),
-        ),
-    )
+    # One overview per snapshot and scope while the snapshot is loaded.
+    key = ("overview", redactor.scope, thresholds)
+    return history.derived(key, lambda: overview_read(history, redactor, thresholds))
 
 
 def _as_of(doc: dict[str, Any] | None) -> datetime | None:

@@ -182,7 +182,8 @@ CLAIMLINE_DERIVE = env_bool("CLAIMLINE_DERIVE", True)
 # and rendering costs seconds at thousands of nodes. Its claimline_as_of_timestamp_seconds says
 # which snapshot it describes; keep this well under the staleness alert's 600 s.
 CLAIMLINE_METRICS_REFRESH = env_int("CLAIMLINE_METRICS_REFRESH", 120, minimum=0)
-# The same for the current week's stored review: its hours grow with time alone, slowly against a week.
+# The current week's stored review is rendered at most this often, and stands meanwhile even after
+# changes: a week's figures move little in minutes, and at thousands of nodes a rendering costs seconds.
 CLAIMLINE_REVIEW_REFRESH = env_int("CLAIMLINE_REVIEW_REFRESH", 600, minimum=0)
 
 # Notices (notify/, README.md "Notifications"): the platform's receivers get every notice;

@@ -138,6 +138,30 @@ class AuditReport(models.Model):
         return f"audit of {self.cluster_id} from {self.valid_from.isoformat()}"
 
 
+class DeviceCounts(models.Model):
+    """Physical devices by driver and model, advertised, allocated and free (``overview.devices_by_model``),
+    as of a span of snapshots: what the overview and the fleet page show of the inventory.
+
+    Derived again only after a snapshot that changed what an inventory reads (slices, nodes, taint
+    rules, claims), and a new row only when the counts differ.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="device_counts")
+    document = models.TextField(help_text="JSON: overview.devices_by_model.")
+    content_hash = models.CharField(max_length=32)
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also the as-of lookup: (cluster, valid_from <= T) newest first.
+            models.UniqueConstraint(fields=["cluster", "valid_from"], name="devicecounts_identity_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"device counts of {self.cluster_id} from {self.valid_from.isoformat()}"
+
+
 class LeakCandidates(models.Model):
     """The claims under a leak condition (``leaks.leak_candidates``) as of a span of snapshots.
 
@@ -186,8 +210,9 @@ class ReviewDocument(models.Model):
     every reader compute again (leak intervals and advertised device-hours over the cluster's
     weeks); rendered once by the derivation, a reader loads it. One row per cluster and week: a
     newer snapshot's rendering replaces the row, and rows of other weeks are dropped then, since
-    they describe older snapshots. It stands for later unchanged snapshots as /metrics does, for
-    CLAIMLINE_REVIEW_REFRESH (``derived.review.stored_review``); its ``as_of`` says which snapshot.
+    they describe older snapshots. It is rendered at most every CLAIMLINE_REVIEW_REFRESH and stands
+    for the snapshots meanwhile, changed or not (``derived.review.stored_review``); its ``as_of``
+    says which snapshot it describes.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="review_documents")
@@ -247,8 +272,9 @@ class AllocationSpan(models.Model):
 
 # The rows versioned like the history (valid from/to): rebuild-derived forgets them from a time on,
 # retention drops those that ended before its cutoff.
-VERSIONED: tuple[type[PodExplanation] | type[AuditReport] | type[LeakCandidates], ...] = (
+VERSIONED: tuple[type[PodExplanation] | type[AuditReport] | type[DeviceCounts] | type[LeakCandidates], ...] = (
     PodExplanation,
     AuditReport,
+    DeviceCounts,
     LeakCandidates,
 )

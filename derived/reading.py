@@ -19,12 +19,15 @@ from dashboard.domain.audit import audit
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
+from dashboard.domain.overview import WaitingPod, overview
+from dashboard.domain.redaction import Redactor
 from dashboard.domain.state import ClusterState, Object, uid_of
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
-from derived.models import AuditReport, LeakCandidates, PodExplanation
+from derived.models import AuditReport, DeviceCounts, LeakCandidates, PodExplanation
 from derived.rendered import counts_as_of, metrics_text_stands
+from derived.review import stored_source
 from derived.writer import covered, held_in_part_of
 
 
@@ -68,6 +71,32 @@ def waiting_verdicts(history: StoredHistory) -> dict[str, dict[str, Any]] | None
         return None
     rows = _valid(history).filter(waiting=True).values_list("pod_uid", "content")
     return {pod: orjson.loads(content)["verdict"] for pod, content in rows}
+
+
+def waiting_read(history: StoredHistory) -> list[WaitingPod] | None:
+    """Every waiting Pod (live, unfinished, not ``ok``) as stored for the asked snapshot, in namespace
+    and name order, as ``overview.group_waiting`` takes them; None when the layer does not cover it."""
+    if not covers(history):
+        return None
+    rows = _valid(history).filter(waiting=True).values_list("namespace", "name", "pod_uid", "content")
+    return sorted((ns, name, uid, orjson.loads(content)["verdict"]) for ns, name, uid, content in rows)
+
+
+def overview_read(history: StoredHistory, redactor: Redactor, thresholds: Thresholds) -> dict[str, Any]:
+    """The overview: from the layer's rows when it covers the snapshot (its reports, device counts,
+    waiting Pods and allocation spans: no object of the state is read), else derived on read."""
+    counts = _valid(history, DeviceCounts).order_by("-valid_from").values_list("document", flat=True).first()
+    waiting = waiting_read(history)
+    return overview(
+        history,
+        redactor,
+        thresholds,
+        leaks=leaks_read(history, thresholds),
+        audit_doc=audit_read(history),
+        devices=orjson.loads(counts) if counts is not None and waiting is not None else None,
+        waiting=waiting,
+        allocations=stored_source(history, claims=False),
+    )
 
 
 def explain_read(

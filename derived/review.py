@@ -44,7 +44,7 @@ from dashboard.domain.state import Object, Version, meta
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from derived.models import AllocationSpan, ReviewDocument
-from derived.rendered import latest_derived, stands_for
+from derived.rendered import latest_derived
 from derived.writer import covered, held_in_part_of
 
 BATCH = 2000
@@ -65,8 +65,12 @@ def review_read(history: StoredHistory, week_start: datetime, thresholds: Thresh
 
 def stored_review(history: StoredHistory, week_start: datetime, thresholds: Thresholds) -> dict[str, Any] | None:
     """The rendered review of ``week_start`` when it may stand for the snapshot ``history`` is as of:
-    rendered with these thresholds, for that snapshot or an earlier one CLAIMLINE_REVIEW_REFRESH
-    allows (``rendered.stands_for``), which this code derived."""
+    rendered with these thresholds, for that snapshot or one less than CLAIMLINE_REVIEW_REFRESH
+    before it, and this code derived the snapshot.
+
+    Changes since do not matter: a week's figures move little in minutes, and at thousands of
+    nodes rendering one costs seconds of a worker, so it is rendered at most that often (its
+    ``as_of`` says which snapshot it describes)."""
     row = (
         ReviewDocument.objects.filter(cluster_id=history.cluster.pk, week_start=week_start)
         .select_related("snapshot")
@@ -74,7 +78,8 @@ def stored_review(history: StoredHistory, week_start: datetime, thresholds: Thre
     )
     if row is None or orjson.loads(row.thresholds) != thresholds.as_dict():
         return None
-    if not stands_for(history.cluster.pk, row.snapshot.at, history.as_of, settings.CLAIMLINE_REVIEW_REFRESH):
+    age = (history.as_of - row.snapshot.at).total_seconds()
+    if not 0 <= age < settings.CLAIMLINE_REVIEW_REFRESH:
         return None
     if not covered(history.snapshot_pk):
         return None
@@ -86,7 +91,7 @@ def render_latest_review(snapshot: Snapshot, force: bool = False) -> bool:
     """Store the review of the week ``snapshot`` falls in, as of it, with the configured thresholds.
 
     False, rendering nothing, when a newer snapshot exists, the snapshot is not derived, or (unless
-    ``force``) the stored review still stands for it. The cluster's reviews of other weeks are
+    ``force``) the stored review still stands for it (``stored_review``). The cluster's reviews of other weeks are
     dropped: they describe older snapshots, which no reader is served from.
     """
     if not latest_derived(snapshot):

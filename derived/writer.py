@@ -40,6 +40,7 @@ from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import CachedHistory, leak_candidates
 from dashboard.domain.lifecycle import is_terminal
 from dashboard.domain.metrics import pod_counts
+from dashboard.domain.overview import devices_by_model
 from dashboard.domain.state import HistoryView, Version, uid_of
 from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
@@ -48,6 +49,7 @@ from derived.models import (
     VERSIONED,
     AuditReport,
     DerivedSnapshot,
+    DeviceCounts,
     LeakCandidates,
     MetricsText,
     PodExplanation,
@@ -150,6 +152,8 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         written = _write(snapshot, history, pods)
         if full or changed_kinds - {"Event"}:
             written += _write_audit(snapshot, history)
+        if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
+            written += _write_device_counts(snapshot, history)
         written += _write_leak_candidates(snapshot, history, full)
         write_spans(snapshot, full)
         DerivedSnapshot.objects.create(
@@ -287,7 +291,7 @@ def _write(snapshot: Snapshot, history: _SnapshotHistory, pods: set[str]) -> int
 
 
 # The cluster-wide documents kept one row per span of snapshots: the head is open (valid_to NULL).
-_ClusterRow = type[AuditReport] | type[LeakCandidates]
+_ClusterRow = type[AuditReport] | type[DeviceCounts] | type[LeakCandidates]
 
 
 def _head(model: _ClusterRow, snapshot: Snapshot) -> Any:
@@ -313,6 +317,16 @@ def _write_audit(snapshot: Snapshot, history: _SnapshotHistory) -> int:
     if head is not None and head.content_hash == digest:
         return 0
     return _follow(AuditReport, snapshot, warnings=content.decode(), content_hash=digest)
+
+
+def _write_device_counts(snapshot: Snapshot, history: _SnapshotHistory) -> int:
+    """The overview's device counts as of the snapshot, when they differ from before; rows written."""
+    content = orjson.dumps(devices_by_model(Inventory.of(history.state)))
+    digest = hashlib.blake2b(content, digest_size=16).hexdigest()
+    head = _head(DeviceCounts, snapshot)
+    if head is not None and head.content_hash == digest:
+        return 0
+    return _follow(DeviceCounts, snapshot, document=content.decode(), content_hash=digest)
 
 
 def _write_leak_candidates(snapshot: Snapshot, history: _SnapshotHistory, full: bool) -> int:

@@ -9,15 +9,18 @@ import orjson
 from django.conf import settings
 
 from collector.models import Cluster, ObjectVersion, Snapshot
+from dashboard.access import known_namespaces
 from dashboard.domain.audit import audit
 from dashboard.domain.capacity import weekly_review
 from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import render_metrics
+from dashboard.domain.overview import overview
+from dashboard.domain.redaction import Redactor, Scope
 from dashboard.domain.timefmt import parse_time
 from dashboard.domain.verdicts import explain
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
-from derived.reading import audit_read, covers, leaks_read, metrics_read, stored_explain
+from derived.reading import audit_read, covers, leaks_read, metrics_read, overview_read, stored_explain
 from derived.rendered import metrics_text_stands
 from derived.review import review_read
 
@@ -49,6 +52,9 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             assert _json(stored) == _json(derived), (at, namespace, name, uid)
             compared += 1
         assert audit_read(history) == audit(StoredHistory(cluster, at)), at
+        for redactor in _redactors(history):  # the overview, as an admin and as a team member
+            on_read = overview(StoredHistory(cluster, at), redactor, leak_thresholds())
+            assert _json(overview_read(StoredHistory(cluster, at), redactor, leak_thresholds())) == _json(on_read), at
         for thresholds in REVIEW_THRESHOLDS:  # read from the stored leak candidates, else every claim
             stored_leaks = leaks_read(StoredHistory(cluster, at), thresholds)
             assert _json(stored_leaks) == _json(find_leaks(StoredHistory(cluster, at), thresholds)), at
@@ -62,6 +68,12 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
                 at
             )
     return compared
+
+
+def _redactors(history: StoredHistory) -> list[Redactor]:
+    namespaces = sorted(known_namespaces(history.state))
+    member = Redactor(Scope(admin=False, namespaces=frozenset(namespaces[:1])), namespaces)
+    return [Redactor(Scope(admin=True), ()), member]
 
 
 # Short thresholds as well as the configured ones: the generated histories last hours, so only

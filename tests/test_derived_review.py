@@ -115,7 +115,7 @@ def _imported(dump: Path, objects: list[dict[str, Any]], at: datetime) -> None:
     call_command("import-snapshot", str(dump), "--at", at.isoformat())
 
 
-def test_the_current_weeks_review_is_rendered_after_a_change_and_stands_while_nothing_changes(
+def test_the_current_weeks_review_is_rendered_at_most_every_refresh_and_stands_meanwhile(
     tmp_path: Path, settings: Any
 ) -> None:
     settings.CLAIMLINE_REVIEW_REFRESH = 600
@@ -136,12 +136,17 @@ def test_the_current_weeks_review_is_rendered_after_a_change_and_stands_while_no
     short = Thresholds(orphaned=60, stuck_deletion=60, unreserved=60, held_by_failing_pod=60)
     assert review_read(later, week, short)["as_of"] == rfc3339(later.as_of)
 
-    _imported(dump, objects, T0 + timedelta(minutes=11))  # the rendering is 600 s old
-    assert ReviewDocument.objects.get().snapshot.at == T0 + timedelta(minutes=11)
     claim = next(o for o in objects if o["kind"] == "ResourceClaim")
     claim["status"]["reservedFor"] = []
-    _imported(dump, objects, T0 + timedelta(minutes=12))  # a change renders at once
-    assert ReviewDocument.objects.get().snapshot.at == T0 + timedelta(minutes=12)
+    _imported(dump, objects, T0 + timedelta(minutes=6))  # a change within the interval: it still stands
+    assert ReviewDocument.objects.get().snapshot.at == T0
+    changed = StoredHistory(cluster, T0 + timedelta(minutes=6))
+    assert review_read(changed, week, leak_thresholds())["as_of"] == rfc3339(T0)
+    _imported(dump, objects, T0 + timedelta(minutes=10))  # the rendering is 600 s old
+    assert ReviewDocument.objects.get().snapshot.at == T0 + timedelta(minutes=10)
+    settings.CLAIMLINE_REVIEW_REFRESH = 0  # every snapshot rendered
+    _imported(dump, objects, T0 + timedelta(minutes=11))
+    assert ReviewDocument.objects.get().snapshot.at == T0 + timedelta(minutes=11)
     assert assert_review_matches_derivation("demo")["reviews"] > 0
 
 

@@ -53,22 +53,34 @@ def _with_totals(models: list[dict[str, Any]]) -> dict[str, Any]:
     return {"models": models, **totals, "equivalents": [m["model"] for m in models if m.get("gpu_equivalents")]}
 
 
+# A Pod that waits as the overview lists it: namespace, name, Pod UID, and its verdict.
+WaitingPod = tuple[str, str, str, Mapping[str, Any]]
+
+
 def waiting_pods(
     history: HistoryView, redactor: Redactor, stored: Mapping[str, Mapping[str, Any]] | None = None
 ) -> dict[str, Any]:
     """Live, unfinished DRA Pods whose verdict is not ``ok``, grouped by the verdict's reason
     (``stored``: see ``verdicts.verdict_reader``)."""
-    groups: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
     verdict_of = verdict_reader(history, stored)
+    entries: list[WaitingPod] = []
     for pod in pods_with_claims(history.state):
         namespace, name = ns_name(pod)
         if is_terminal(pod) or not redactor.scope.sees(namespace):
-            continue
-        verdict = verdict_of(pod)
-        if verdict["boundary"] is None:  # ok
+            continue  # not judged at all: on read, a verdict is the expensive part
+        entries.append((namespace, name, uid_of(pod), verdict_of(pod)))
+    return group_waiting(entries, redactor)
+
+
+def group_waiting(entries: Iterable[WaitingPod], redactor: Redactor) -> dict[str, Any]:
+    """``waiting_pods`` of Pods already judged (in namespace and name order): those ``redactor``'s
+    user may see whose verdict is not ``ok``, grouped by boundary and reason."""
+    groups: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
+    for namespace, name, uid, verdict in entries:
+        if verdict["boundary"] is None or not redactor.scope.sees(namespace):  # ok, or not theirs
             continue
         groups.setdefault((verdict["boundary"], verdict["reason"]), []).append(
-            {"namespace": namespace, "name": name, "uid": uid_of(pod), "message": redactor.text(verdict["message"])}
+            {"namespace": namespace, "name": name, "uid": uid, "message": redactor.text(verdict["message"])}
         )
     order = {b: i for i, b in enumerate(BOUNDARIES)}
     by_reason = [
@@ -118,20 +130,27 @@ def overview(
     audit_doc: dict[str, Any] | None = None,
     waiting_verdicts: Mapping[str, Mapping[str, Any]] | None = None,
     allocations: Allocations | None = None,
+    devices: dict[str, Any] | None = None,
+    waiting: Iterable[WaitingPod] | None = None,
 ) -> dict[str, Any]:
     """The overview of one cluster as of ``history.as_of``, as ``redactor``'s user may see it.
 
     ``leaks`` and ``audit_doc`` are the cluster's unscoped reports when the caller has them already;
-    ``waiting_verdicts`` the waiting Pods' stored verdicts (see ``waiting_pods``); ``allocations``
-    where the chart's allocations come from (``capacity.Allocations``; from history by default).
+    ``devices`` its ``devices_by_model``; ``waiting`` its waiting Pods already judged (see
+    ``group_waiting``), else ``waiting_verdicts`` their stored verdicts (see ``waiting_pods``);
+    ``allocations`` where the chart's allocations come from (``capacity.Allocations``; from
+    history by default). Given all of them, no Pod, claim or slice of the state is read here.
     """
-    inventory = Inventory.of(history.state)
     leaks = leaks if leaks is not None else find_leaks(history, thresholds)
     audit_doc = audit_doc if audit_doc is not None else audit(history)
     return {
         "as_of": rfc3339(history.as_of),
-        "inventory": devices_by_model(inventory),
-        "pods": waiting_pods(history, redactor, waiting_verdicts),
+        "inventory": devices if devices is not None else devices_by_model(Inventory.of(history.state)),
+        "pods": (
+            group_waiting(waiting, redactor)
+            if waiting is not None
+            else waiting_pods(history, redactor, waiting_verdicts)
+        ),
         "flagged": flagged_summary(redactor.leaks(leaks)),
         "warnings": warnings_by_kind(redactor.audit(audit_doc)),
         "series": allocation_series(history, history.as_of - CHART_SPAN, allocations),
