@@ -6,6 +6,7 @@ complete, well-formed snapshot or nothing.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import orjson
 import yaml
 
+from collector.gcpause import gc_paused
 from collector.kinds import BY_KIND, LIST_KINDS
 from collector.normalize import InvalidObject, NormalizedObject, normalize
 from collector.relevance import keep_relevant
@@ -45,9 +47,13 @@ class ParsedDump:
     ignored: dict[str, int] = field(default_factory=dict)
 
 
+# What bytes.strip() strips; searched for rather than stripped, which would copy a dump of hundreds of MB.
+_FIRST_NON_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")
+
+
 def _documents(path: Path, data: bytes) -> Iterator[Any]:
-    stripped = data.lstrip()
-    if stripped[:1] in (b"{", b"["):
+    first = _FIRST_NON_BLANK.search(data)
+    if first is not None and first.group() in (b"{", b"["):
         try:
             yield orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -120,21 +126,33 @@ def _single(path: Path, item: Any, position: int | None, dump: ParsedDump) -> It
     yield kind, item, position if position is not None else 0
 
 
+def _read(path: Path) -> list[Any]:
+    """The documents of one file; its bytes are let go on return, before the objects are normalized."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise DumpError(f"{path}: cannot read ({exc.strerror})") from None
+    if size > MAX_DUMP_BYTES:
+        raise DumpError(f"{path}: {size} bytes is larger than the {MAX_DUMP_BYTES} byte limit")
+    data = path.read_bytes()
+    if _FIRST_NON_BLANK.search(data) is None:
+        raise DumpError(f"{path}: empty file")
+    return list(_documents(path, data))
+
+
 def parse_dump_files(paths: list[Path]) -> ParsedDump:
+    # A whole dump is parsed at once: with the cyclic GC on, its hundreds of thousands of dicts are
+    # rescanned again and again as they pile up, which took twice as long as the parse itself.
+    with gc_paused():
+        return _parse(paths)
+
+
+def _parse(paths: list[Path]) -> ParsedDump:
     dump = ParsedDump()
     found: dict[str, list[Any]] = {}
     where: dict[int, tuple[Path, int]] = {}  # by id(): where an item was, for error messages
     for path in paths:
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            raise DumpError(f"{path}: cannot read ({exc.strerror})") from None
-        if size > MAX_DUMP_BYTES:
-            raise DumpError(f"{path}: {size} bytes is larger than the {MAX_DUMP_BYTES} byte limit")
-        data = path.read_bytes()
-        if not data.strip():
-            raise DumpError(f"{path}: empty file")
-        for doc in _documents(path, data):
+        for doc in _read(path):
             for kind, item, position in _items(path, doc, dump):
                 dump.kinds.add(kind)
                 found.setdefault(kind, []).append(item)

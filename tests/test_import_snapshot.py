@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
+from collector.dumps import DumpError, parse_dump_files
 from collector.models import ObjectVersion, Snapshot
 from demo import builders as b
 from tests.clusters import T0, small_cluster
@@ -162,6 +164,7 @@ BAD_DUMPS = {
     "bad.yaml": (b"kind: List\nitems: [\n", "not valid YAML"),
     "deep.json": (b"[" * 5000 + b"]" * 5000, "not valid JSON"),
     "empty.json": (b"   \n", "empty file"),
+    "blank.json": (b" \t\x0b\x0c\r\n", "empty file"),
 }
 
 
@@ -175,6 +178,30 @@ def test_bad_dump_is_refused_and_nothing_is_written(tmp_path: Path, name: str) -
     with pytest.raises(CommandError, match=message):
         call_command("import-snapshot", str(good), str(tmp_path / name), "--at", at(1))
     assert (Snapshot.objects.count(), ObjectVersion.objects.count()) == before
+
+
+def test_json_after_leading_blanks_is_read_as_json(tmp_path: Path) -> None:
+    # The format is told by the first non-blank byte, found without copying the dump.
+    dump = tmp_path / "a.json"
+    dump.write_bytes(b"\r\n\t " + b.dump_json(small_cluster()))
+    call_command("import-snapshot", str(dump), "--at", at(0))
+    assert latest().versions_written == len(small_cluster()) - 1
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_parsing_leaves_the_gc_as_it_found_it(tmp_path: Path, enabled: bool) -> None:
+    good, bad = write(tmp_path / "good.json", small_cluster()), tmp_path / "bad.json"
+    bad.write_bytes(b'{"kind": "List", "items": ["Pod"]}')
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert parse_dump_files([good]).objects
+        assert gc.isenabled() is enabled
+        with pytest.raises(DumpError, match="not a Kubernetes object"):
+            parse_dump_files([good, bad])
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 def test_dump_of_other_kinds_only_is_refused(tmp_path: Path) -> None:
