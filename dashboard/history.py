@@ -218,6 +218,9 @@ class StoredHistory:
     def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
         return uids_named(self.cluster, kind, namespace, name, self._as_of)
 
+    def deleted(self, kind: str) -> dict[str, tuple[datetime, Object]]:
+        return _deleted(self._rows().filter(valid_from__lte=self._as_of), kind)
+
     def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
         rows = self._rows().filter(kind=kind, valid_from__lte=self._as_of)
         if since is not None:
@@ -230,6 +233,20 @@ class StoredHistory:
         ):
             result.setdefault(uid, []).append(Version(at, None if deleted else orjson.loads(content)))
         return result
+
+
+def _deleted(rows: Any, kind: str) -> dict[str, tuple[datetime, Object]]:
+    """``HistoryView.deleted`` over ``rows`` (one cluster's versions up to the asked time): the
+    deletions are heads, and only the version each one ended is decoded."""
+    gone = dict(rows.filter(kind=kind, deleted=True, valid_to__isnull=True).values_list("uid", "valid_from"))
+    out: dict[str, tuple[datetime, Object]] = {}
+    uids = sorted(gone)
+    for start in range(0, len(uids), 2000):
+        ended = rows.filter(kind=kind, deleted=False, uid__in=uids[start : start + 2000], valid_to__isnull=False)
+        for uid, valid_to, content in ended.values_list("uid", "valid_to", "content"):
+            if valid_to == gone[uid]:  # the version the deletion ended
+                out[uid] = (gone[uid], orjson.loads(content))
+    return dict(sorted(out.items()))
 
 
 def uids_named(cluster: Cluster, kind: str, namespace: str, name: str, as_of: datetime) -> list[str]:

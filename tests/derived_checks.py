@@ -16,6 +16,7 @@ from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.overview import overview
 from dashboard.domain.redaction import Redactor, Scope
+from dashboard.domain.state import deleted_of
 from dashboard.domain.timefmt import parse_time
 from dashboard.domain.verdicts import explain
 from dashboard.history import StoredHistory
@@ -52,6 +53,8 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             assert _json(stored) == _json(derived), (at, namespace, name, uid)
             compared += 1
         assert audit_read(history) == audit(StoredHistory(cluster, at)), at
+        for kind in ("ResourceSlice", "ResourceClaim", "Pod"):  # what the audit reads of deleted slices
+            assert history.deleted(kind) == deleted_of(history.all_versions(kind)), (at, kind)
         for redactor in _redactors(history):  # the overview, as an admin and as a team member
             on_read = overview(StoredHistory(cluster, at), redactor, leak_thresholds())
             assert _json(overview_read(StoredHistory(cluster, at), redactor, leak_thresholds())) == _json(on_read), at

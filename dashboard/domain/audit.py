@@ -14,7 +14,9 @@ from typing import Any
 from dashboard.domain.diff import diff
 from dashboard.domain.extended_resources import resource_classes
 from dashboard.domain.inventory import (
+    DeviceId,
     allocated_devices,
+    allocation,
     current_slices,
     device_holders,
     pool_generations,
@@ -173,19 +175,15 @@ def _vanished_warnings(history: HistoryView, holders: _PoolHolders) -> Iterator[
         driver, pool = _pool(slice_obj)
         live.add((driver, str(_spec(slice_obj).get("nodeName") or f"pool:{pool}")))
     gone: dict[tuple[str, str], tuple[datetime, int, str]] = {}
-    for versions in history.all_versions("ResourceSlice").values():
-        if not versions or versions[-1].obj is not None:
-            continue
-        last = next((v.obj for v in reversed(versions) if v.obj is not None), None)
-        if last is None:
-            continue
+    # Only the slices deleted meanwhile are read: every live slice's history would be most of it.
+    for deleted_at, last in history.deleted("ResourceSlice").values():
         driver, pool = _pool(last)
         node_name = _spec(last).get("nodeName")
         where = str(node_name or f"pool:{pool}")
         if (driver, where) in live or (node_name and node_name not in live_nodes):
             continue  # replaced by a newer slice, or its node went away with it
-        at, count, _ = gone.get((driver, where), (versions[-1].at, 0, pool))
-        gone[(driver, where)] = (max(at, versions[-1].at), count + len(_spec(last).get("devices") or ()), pool)
+        at, count, _ = gone.get((driver, where), (deleted_at, 0, pool))
+        gone[(driver, where)] = (max(at, deleted_at), count + len(_spec(last).get("devices") or ()), pool)
     for (driver, where), (at, count, pool) in sorted(gone.items()):
         subject = where.removeprefix("pool:")
         place = f"node {subject}" if not where.startswith("pool:") else f"pool {pool}"
@@ -276,17 +274,21 @@ def _admin_requests(claim: Object) -> list[str]:
         for r in requests
         if isinstance(r, dict) and ((r.get("exactly") or {}).get("adminAccess") or r.get("adminAccess"))
     ]
-    granted = [r.request for r in allocated_devices(claim) if r.admin_access]
+    # Read from the results themselves: every claim is asked, few have adminAccess, and
+    # allocated_devices would place each claim's allocation on a node first.
+    results = ((allocation(claim) or {}).get("devices") or {}).get("results") or ()
+    granted = [str(r.get("request") or "") for r in results if isinstance(r, dict) and r.get("adminAccess")]
     return sorted(set(wanted) | set(granted))
 
 
 def _admin_claim_warnings(state: ClusterState) -> Iterator[Warning]:
     labelled = _admin_namespaces(state)
-    holders = device_holders(state)
+    holders: dict[DeviceId, Object] | None = None  # read on the first claim with adminAccess
     for claim in sorted(state.of_kind("ResourceClaim"), key=ns_name):
         requests = _admin_requests(claim)
         if not requests:
             continue
+        holders = device_holders(state) if holders is None else holders
         namespace, name = ns_name(claim)
         shared = sorted(
             f"{r.device} (held by {'/'.join(ns_name(holders[r.id]))})"

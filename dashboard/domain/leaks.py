@@ -713,6 +713,9 @@ class CachedHistory:
     def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
         return self._history.all_versions(kind, since)
 
+    def deleted(self, kind: str) -> dict[str, tuple[datetime, Object]]:
+        return self._history.deleted(kind)
+
 
 @dataclass(frozen=True)
 class FlaggedInterval:

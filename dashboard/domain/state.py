@@ -7,7 +7,7 @@ versions, ``MemoryHistory`` from snapshots in memory (tests, imports).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -102,6 +102,11 @@ class HistoryView(Protocol):
         """
         ...
 
+    def deleted(self, kind: str) -> dict[str, tuple[datetime, Object]]:
+        """Every object of ``kind`` deleted by ``as_of``, by UID: when, and how it last was (what
+        ``deleted_of(all_versions(kind))`` says, without the versions of the objects still live)."""
+        ...
+
 
 class MemoryHistory:
     """A ``HistoryView`` over snapshots held in memory: ``[(at, [objects…]), …]`` in time order.
@@ -175,6 +180,21 @@ class MemoryHistory:
                     continue
             result[uid] = list(versions)
         return result
+
+    def deleted(self, kind: str) -> dict[str, tuple[datetime, Object]]:
+        return deleted_of(self.all_versions(kind))
+
+
+def deleted_of(versions_by_uid: Mapping[str, Sequence[Version]]) -> dict[str, tuple[datetime, Object]]:
+    """Of objects' versions, those whose newest is a deletion: when, and their last live content."""
+    out: dict[str, tuple[datetime, Object]] = {}
+    for uid, versions in versions_by_uid.items():
+        if not versions or versions[-1].obj is not None:
+            continue
+        last = next((v.obj for v in reversed(versions) if v.obj is not None), None)
+        if last is not None:
+            out[uid] = (versions[-1].at, last)
+    return out
 
 
 def iter_live(history: HistoryView, kind: str) -> Iterator[Object]:
