@@ -17,13 +17,12 @@ from collector.models import Snapshot
 from collector.reports import snapshots_document
 from dashboard.access import is_platform_admin, redactor_of, redactor_with, scope_for
 from dashboard.domain.cel import SelectorCompileError
-from dashboard.domain.claims import claim_summaries
 from dashboard.domain.matching import match_devices
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import PodNotFound
 from dashboard.history import StoredHistory, collection_health
 from dashboard.reading import ReadError, leak_thresholds, open_history
-from derived.reading import audit_read, explain_read, leaks_read, metrics_read
+from derived.reading import audit_read, claims_read, explain_read, leaks_read, metrics_read
 
 
 def _error(status: int, message: str) -> JsonResponse:
@@ -75,8 +74,7 @@ def api_claims(request: HttpRequest, history: StoredHistory) -> Any:
                 "created": rfc3339(s.created),
                 "url": reverse("claim", args=[history.cluster.name, s.uid]),
             }
-            for s in claim_summaries(history.state)
-            if scope.sees(s.namespace)
+            for s in claims_read(history, scope)
         ],
     }
 

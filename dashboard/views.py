@@ -7,7 +7,6 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
@@ -15,10 +14,10 @@ from django.utils.cache import patch_vary_headers
 from collector.models import ObjectVersion, Snapshot
 from dashboard.access import is_platform_admin, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.claims import claim_summaries, summarize_claim, with_leak_flags
+from dashboard.domain.claims import summarize_claim
 from dashboard.domain.diff import diff
-from dashboard.reading import ReadError, leak_thresholds, open_history
-from derived.reading import leaks_read
+from dashboard.reading import ReadError, open_history
+from derived.reading import claims_page
 
 CLAIMS_PER_PAGE = 200
 
@@ -40,17 +39,11 @@ def claims(request: HttpRequest, cluster: str) -> HttpResponse:
     except ReadError as exc:
         context.update(claims=[], as_of=None, empty_reason=str(exc))
     else:
-        scope = scope_for(request.user, c)
-        visible = [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
-        visible = with_leak_flags(visible, leaks_read(history, leak_thresholds()))
         namespace = request.GET.get("namespace", "")
-        namespaces = sorted({s.namespace for s in visible})
-        if namespace:
-            visible = [s for s in visible if s.namespace == namespace]
         # A 5,000-node cluster has tens of thousands of claims: render a page of them.
-        page = Paginator(visible, CLAIMS_PER_PAGE).get_page(request.GET.get("page"))
-        context.update(claims=page.object_list, page=page, as_of=history.as_of, namespaces=namespaces,
-                       namespace=namespace, total=len(visible))
+        listed = claims_page(history, scope_for(request.user, c), namespace, request.GET.get("page"), CLAIMS_PER_PAGE)
+        context.update(claims=listed.claims, page=listed.page, as_of=history.as_of, namespaces=listed.namespaces,
+                       namespace=namespace, total=listed.total)
     context["last_run"] = Snapshot.objects.filter(cluster=c).order_by("-at").first()
     return render_page(request, "dashboard/claims.html", context, "claims-table")
 

@@ -185,6 +185,43 @@ class LeakCandidates(models.Model):
         return f"leak candidates of {self.cluster_id} from {self.valid_from.isoformat()}"
 
 
+class ClaimListing(models.Model):
+    """What the claims list shows of one claim version (``claims.summarize_claim``), valid from/to as
+    its version is: the list pages and counts rows by namespace and name instead of decoding every
+    claim of the cluster. Written for the claims a snapshot changed (every live claim at a full
+    derivation)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="claim_listings")
+    claim_uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    state = models.CharField(max_length=16)
+    devices = models.TextField(blank=True, help_text='JSON: ["pool/device", …].')
+    node = models.CharField(max_length=253, blank=True)
+    created = models.DateTimeField(null=True, blank=True)
+    consumers = models.TextField(blank=True, help_text="JSON: the names in status.reservedFor.")
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "claim_uid", "valid_from"], name="claimlisting_identity_time"),
+        ]
+        indexes = [
+            # The newest snapshot's list (the usual read), in the order it is shown, and the writer's heads.
+            models.Index(
+                fields=["cluster", "namespace", "name"],
+                name="claimlisting_open_by_name",
+                condition=Q(valid_to__isnull=True),
+            ),
+            # The list as of an earlier snapshot: rows valid_from <= T < valid_to.
+            models.Index(fields=["cluster", "valid_to", "valid_from"], name="claimlisting_asof"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} ({self.claim_uid}) from {self.valid_from.isoformat()}"
+
+
 class MetricsText(models.Model):
     """/metrics as of a cluster's latest derived snapshot, rendered by the derivation.
 
@@ -272,9 +309,12 @@ class AllocationSpan(models.Model):
 
 # The rows versioned like the history (valid from/to): rebuild-derived forgets them from a time on,
 # retention drops those that ended before its cutoff.
-VERSIONED: tuple[type[PodExplanation] | type[AuditReport] | type[DeviceCounts] | type[LeakCandidates], ...] = (
+VERSIONED: tuple[
+    type[PodExplanation] | type[AuditReport] | type[DeviceCounts] | type[LeakCandidates] | type[ClaimListing], ...
+] = (
     PodExplanation,
     AuditReport,
     DeviceCounts,
     LeakCandidates,
+    ClaimListing,
 )

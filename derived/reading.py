@@ -8,24 +8,31 @@ so callers never need to know which happened.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from django.db.models import Q
+from django.core.paginator import Page, Paginator
+from django.db import connection
+from django.db.models import F, Q
+from django.db.models.functions import Collate
 
 from dashboard.access import known_namespaces
 from dashboard.domain.audit import audit
+from dashboard.domain.claims import ClaimSummary, claim_summaries, with_leak_flags
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
 from dashboard.domain.overview import WaitingPod, overview
-from dashboard.domain.redaction import Redactor
+from dashboard.domain.redaction import Redactor, Scope
 from dashboard.domain.state import ClusterState, Object, uid_of
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
-from derived.models import AuditReport, DeviceCounts, LeakCandidates, PodExplanation
+from dashboard.reading import leak_thresholds
+from derived.listings import summary_of
+from derived.models import AuditReport, ClaimListing, DeviceCounts, LeakCandidates, PodExplanation
 from derived.rendered import counts_as_of, metrics_text_stands
 from derived.review import stored_source
 from derived.writer import covered, held_in_part_of
@@ -71,6 +78,60 @@ def waiting_verdicts(history: StoredHistory) -> dict[str, dict[str, Any]] | None
         return None
     rows = _valid(history).filter(waiting=True).values_list("pod_uid", "content")
     return {pod: orjson.loads(content)["verdict"] for pod, content in rows}
+
+
+def claim_listings(history: StoredHistory, scope: Scope) -> Any:
+    """The claims list's rows valid at the asked snapshot that ``scope`` sees, in the list's order
+    (namespace, then name, by code point as Python sorts); None when the layer does not cover it."""
+    if not covers(history):
+        return None
+    rows = _valid(history, ClaimListing)
+    if not scope.admin:
+        rows = rows.filter(namespace__in=sorted(scope.namespaces))
+    return rows.order_by(*(_by_code_point(f) for f in ("namespace", "name", "claim_uid")))
+
+
+def claims_read(history: StoredHistory, scope: Scope) -> list[ClaimSummary]:
+    """Every claim ``scope`` sees, as the claims list shows it: from the layer's listings when it
+    covers the snapshot (no claim decoded), else from the state."""
+    listed = claim_listings(history, scope)
+    if listed is None:
+        return [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
+    return [summary_of(row) for row in listed.iterator(2000)]
+
+
+@dataclass
+class ClaimsPage:
+    claims: list[ClaimSummary]  # this page's, leak flags set
+    page: Page[Any]
+    namespaces: list[str]  # every namespace of the visible claims, for the filter
+    total: int  # the visible claims (in the asked namespace)
+
+
+def claims_page(
+    history: StoredHistory, scope: Scope, namespace: str, number: str | int | None, per_page: int
+) -> ClaimsPage:
+    """A page of the claims list: from the layer's listings when it covers the snapshot (a page of
+    rows, counted in the database), else from every claim of the state."""
+    listed = claim_listings(history, scope)
+    if listed is None:
+        visible = [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
+        namespaces = sorted({s.namespace for s in visible})
+        if namespace:
+            visible = [s for s in visible if s.namespace == namespace]
+        page: Page[Any] = Paginator(visible, per_page).get_page(number)
+        summaries: list[ClaimSummary] = list(page.object_list)
+    else:
+        namespaces = sorted(set(listed.order_by().values_list("namespace", flat=True).distinct()))
+        page = Paginator(listed.filter(namespace=namespace) if namespace else listed, per_page).get_page(number)
+        summaries = [summary_of(row) for row in page.object_list]
+    flagged = with_leak_flags(summaries, leaks_read(history, leak_thresholds()))
+    return ClaimsPage(flagged, page, namespaces, page.paginator.count)
+
+
+def _by_code_point(field: str) -> Any:
+    # PostgreSQL orders text by the database's collation (en_US ignores hyphens); SQLite by code point.
+    return Collate(F(field), "C") if connection.vendor == "postgresql" else F(field)
 
 
 def waiting_read(history: StoredHistory) -> list[WaitingPod] | None:

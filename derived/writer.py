@@ -44,6 +44,7 @@ from dashboard.domain.overview import devices_by_model
 from dashboard.domain.state import HistoryView, Version, uid_of
 from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
+from derived.listings import write_claim_listings
 from derived.models import (
     DOMAIN_VERSION,
     VERSIONED,
@@ -156,6 +157,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             written += _write_device_counts(snapshot, history)
         written += _write_leak_candidates(snapshot, history, full)
         write_spans(snapshot, full)
+        written += write_claim_listings(snapshot, full, history.state)
         DerivedSnapshot.objects.create(
             held_in_part=_held_in_part(history, None if full else previous, changed_inventory),
             snapshot=snapshot,

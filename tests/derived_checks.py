@@ -12,6 +12,7 @@ from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.access import known_namespaces
 from dashboard.domain.audit import audit
 from dashboard.domain.capacity import weekly_review
+from dashboard.domain.claims import claim_summaries
 from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.overview import overview
@@ -21,7 +22,15 @@ from dashboard.domain.timefmt import parse_time
 from dashboard.domain.verdicts import explain
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
-from derived.reading import audit_read, covers, leaks_read, metrics_read, overview_read, stored_explain
+from derived.reading import (
+    audit_read,
+    claims_read,
+    covers,
+    leaks_read,
+    metrics_read,
+    overview_read,
+    stored_explain,
+)
 from derived.rendered import metrics_text_stands
 from derived.review import review_read
 
@@ -55,7 +64,9 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
         assert audit_read(history) == audit(StoredHistory(cluster, at)), at
         for kind in ("ResourceSlice", "ResourceClaim", "Pod"):  # what the audit reads of deleted slices
             assert history.deleted(kind) == deleted_of(history.all_versions(kind)), (at, kind)
-        for redactor in _redactors(history):  # the overview, as an admin and as a team member
+        for redactor in _redactors(history):  # the overview and the claims list, as an admin and as a team member
+            state_claims = [s for s in claim_summaries(StoredHistory(cluster, at).state) if redactor.scope.sees(s.namespace)]
+            assert claims_read(history, redactor.scope) == state_claims, at
             on_read = overview(StoredHistory(cluster, at), redactor, leak_thresholds())
             assert _json(overview_read(StoredHistory(cluster, at), redactor, leak_thresholds())) == _json(on_read), at
         for thresholds in REVIEW_THRESHOLDS:  # read from the stored leak candidates, else every claim

@@ -30,11 +30,13 @@ GENERATIONS = 4
 # stored object. Measured when written (admin / team member): claim page 4 / 6; Pod page 15 / 20
 # (a deleted incarnation 18: it also reads the cluster as it was before the deletion); claims
 # list 7 / 9, now 10 / 12 (its leak badges read the stored leak candidates: whether the layer covers
-# the snapshot, the candidates, whether it holds devices in part, then only those claims). Two queries of headroom keep a new fixed per-request lookup from failing this; a
+# the snapshot, the candidates, whether it holds devices in part, then only those claims), now 13 / 15
+# (a page of claim listings and their count, the namespaces in them; no claim loaded). Two queries of
+# headroom keep a new fixed per-request lookup from failing this; a
 # page whose queries follow the history fails it, and the small/big equality below.
 CLAIM_PAGE = 8
 POD_PAGE = 22
-CLAIMS_LIST = 14
+CLAIMS_LIST = 17
 
 
 @pytest.fixture
@@ -190,11 +192,22 @@ def test_overview_queries_do_not_grow_with_history(
     assert counts["small"] <= counts["big"] <= counts["small"] + 1
 
 
-def test_claims_list_next_page_reuses_the_claims_the_first_loaded(
+def test_claims_list_reads_a_page_of_listings_not_every_claim(
+    histories: dict[str, str], admin_client: Client, django_assert_max_num_queries: Any
+) -> None:
+    with django_assert_max_num_queries(CLAIMS_LIST) as ctx:
+        response = admin_client.get("/c/big/claims", {"page": 2}, secure=True)
+    assert response.status_code == 200
+    assert _reads_every_version(ctx.captured_queries) == []
+    listings = [q["sql"] for q in ctx.captured_queries if "derived_claimlisting" in q["sql"]]
+    assert any("LIMIT" in q for q in listings), listings
+
+
+def test_claims_list_next_page_reuses_what_the_first_read(
     histories: dict[str, str], admin_client: Client, django_assert_max_num_queries: Any
 ) -> None:
     first = _queries(admin_client, "/c/big/claims", CLAIMS_LIST, django_assert_max_num_queries)
-    # Same snapshot: the per-process history cache already holds every claim.
+    # Same snapshot: the per-process history cache already holds the leak report the badges read.
     again = _queries(admin_client, "/c/big/claims?page=2", CLAIMS_LIST, django_assert_max_num_queries)
     assert again < first
 

@@ -1,0 +1,75 @@
+"""Writing claim listings: what the claims list shows of each claim version, as rows.
+
+A listing depends on one claim version alone, so a snapshot writes the listings of the claim
+versions it stored (and ends those of the claims it deleted); a full derivation lists every live
+claim afresh. Written like the other versioned rows: the open row of a claim ends where its next
+version begins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import orjson
+
+from collector.models import ObjectVersion, Snapshot
+from dashboard.domain.claims import ClaimSummary, summarize_claim
+from dashboard.domain.state import ClusterState, Object
+from derived.models import ClaimListing
+
+BATCH = 2000
+
+
+def write_claim_listings(snapshot: Snapshot, full: bool, state: ClusterState) -> int:
+    """The listings of the claims ``snapshot`` changed (every live claim when ``full``); rows written."""
+    at, cluster_id = snapshot.at, snapshot.cluster_id
+    rows = ClaimListing.objects.filter(cluster_id=cluster_id)
+    if full:
+        rows.filter(valid_from=at).delete()  # written for this snapshot by other code
+        rows.filter(valid_to__isnull=True).update(valid_to=at)
+        claims: Iterable[Object] = state.objects.get("ResourceClaim", {}).values()
+    else:
+        if not (snapshot.versions_written or snapshot.deletions):
+            return 0
+        changed = ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim")
+        versions = list(changed.values_list("uid", "deleted", "content"))
+        if not versions:
+            return 0
+        uids = [uid for uid, _deleted, _content in versions]
+        for start in range(0, len(uids), BATCH):
+            mine = rows.filter(claim_uid__in=uids[start : start + BATCH])
+            mine.filter(valid_from=at).delete()
+            mine.filter(valid_to__isnull=True).update(valid_to=at)
+        claims = (orjson.loads(content) for _uid, deleted, content in versions if not deleted)
+    new = [_row(cluster_id, summarize_claim(claim), snapshot) for claim in claims]
+    ClaimListing.objects.bulk_create(new, batch_size=BATCH)
+    return len(new)
+
+
+def _row(cluster_id: int, summary: ClaimSummary, snapshot: Snapshot) -> ClaimListing:
+    return ClaimListing(
+        cluster_id=cluster_id,
+        claim_uid=summary.uid,
+        namespace=summary.namespace,
+        name=summary.name,
+        state=summary.state,
+        devices=orjson.dumps(summary.devices).decode(),
+        node=summary.node,
+        created=summary.created,
+        consumers=orjson.dumps(summary.consumers).decode(),
+        valid_from=snapshot.at,
+    )
+
+
+def summary_of(row: ClaimListing) -> ClaimSummary:
+    """The row as ``claims.summarize_claim`` made it."""
+    return ClaimSummary(
+        uid=row.claim_uid,
+        namespace=row.namespace,
+        name=row.name,
+        state=row.state,
+        devices=tuple(orjson.loads(row.devices)),
+        node=row.node,
+        created=row.created,
+        consumers=tuple(orjson.loads(row.consumers)),
+    )
