@@ -77,6 +77,7 @@ class _SnapshotHistory(CachedHistory):
     def __init__(self, history: HistoryView, inventory_changed: bool = True) -> None:
         super().__init__(history)
         self._before: dict[datetime, HistoryView] = {}
+        self._events: dict[str, list[Version]] | None = None
         self._inventories: dict[int, tuple[HistoryView, Inventory]] = {}
         # Whether the snapshot changed anything but claims, templates, Pods and Events: if not, the
         # cluster just before it has the same devices and nodes, and only the holders are read again.
@@ -88,8 +89,16 @@ class _SnapshotHistory(CachedHistory):
 
     def before(self, t: datetime) -> HistoryView:
         if t not in self._before:
-            self._before[t] = self._history.before(t)
+            earlier = self._history.before(t)
+            self._before[t] = earlier if earlier is self._history else _EarlierHistory(earlier, self)
         return self._before[t]
+
+    def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
+        if kind != "Event" or since is not None:
+            return self._history.all_versions(kind, since)
+        if self._events is None:  # read once for the event indexes of this history and the one before it
+            self._events = self._history.all_versions(kind)
+        return self._events
 
     def inventory_of(self, history: HistoryView) -> Inventory:
         """One inventory per history judged from (keeps the history alive, so ids stay unique)."""
@@ -101,6 +110,29 @@ class _SnapshotHistory(CachedHistory):
                 inventory = Inventory.of(history.state)
             held = self._inventories[id(history)] = (history, inventory)
         return held[1]
+
+
+class _EarlierHistory(CachedHistory):
+    """The history just before the snapshot, its Events' versions cut from the snapshot's own: every
+    Event of the cluster's history is read and decoded once per derivation, not once per view."""
+
+    def __init__(self, history: HistoryView, later: _SnapshotHistory) -> None:
+        super().__init__(history)
+        self._later = later
+
+    def versions(self, kind: str, uid: str) -> list[Version]:
+        return self._history.versions(kind, uid)
+
+    def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
+        if kind != "Event" or since is not None:
+            return self._history.all_versions(kind, since)
+        as_of = self.as_of
+        out: dict[str, list[Version]] = {}
+        for uid, versions in self._later.all_versions(kind).items():
+            kept = [v for v in versions if v.at <= as_of]
+            if kept:
+                out[uid] = kept
+        return out
 
 
 @dataclass(frozen=True)
