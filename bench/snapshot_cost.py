@@ -9,9 +9,10 @@ fake API server in its own process (a real API server is another machine; in-pro
 compete with the collector for the GIL). Then, each as a fresh process with its start included:
 
   - ``python -c 'json.load(...)'`` of the whole List's bytes: the floor any reader pays;
-  - ``manage.py collect --once``: first collection (writes everything), then unchanged
-    collections interleaved with the json.load runs (medians), then one after the server
-    advances to the churned stage;
+  - ``manage.py collect --once`` (``CLAIMLINE_DERIVE=false``: the collector alone; deriving is
+    ``derived_cost.py``'s): first collection (writes everything), then unchanged collections
+    interleaved with the json.load runs (medians), then one after the server advances to the
+    churned stage;
   - ``manage.py import-snapshot`` of the first stage's List: a first import, then unchanged ones
     30 s apart, also interleaved with json.load runs;
   - the churned collection's versions and deletions are checked against the objects whose
@@ -190,22 +191,26 @@ def run(nodes: int, repeat: int, typed_pages: int, keep: bool, tree: Path) -> di
         raise RuntimeError(migrate.stderr)
     server = FakeServerProcess(scenario, kubeconfig)
     collect = [PYTHON, "manage.py", "collect", "--once"]
+    # The collector's own cost: with the embedded scheduler a collection would also derive the snapshot
+    # and render /metrics and the review inline, which derived_cost.py measures (under Celery each is a
+    # task of its own). Imports keep deriving: an unchanged one derives nothing.
+    collect_env = {**env, "CLAIMLINE_DERIVE": "false"}
     try:
         server.start()
         server.warm()
-        first = run_child(collect, env, tree)
+        first = run_child(collect, collect_env, tree)
         if first.returncode:
             raise RuntimeError(first.stderr)
         loads, unchanged = [], []
         for _ in range(repeat):
             loads.append(run_child([PYTHON, "-c", JSON_LOAD, str(scenario / "0.json")]))
-            unchanged.append(run_child(collect, env, tree))
+            unchanged.append(run_child(collect, collect_env, tree))
         for r in unchanged:
             if r.returncode or parse_collect(r.stdout)["versions"] or parse_collect(r.stdout)["deletions"]:
                 raise RuntimeError(f"unchanged collection wrote something: {r.stdout} {r.stderr[-2000:]}")
         server.control("/_fake/advance")
         server.warm()
-        churned = run_child(collect, env, tree)
+        churned = run_child(collect, collect_env, tree)
         if churned.returncode:
             raise RuntimeError(churned.stderr)
         typed = typed_vs_raw(kubeconfig, typed_pages)
