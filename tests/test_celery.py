@@ -14,6 +14,7 @@ from collector.fake_apiserver import FakeApiServer
 from collector.models import Snapshot
 from collector.tasks import collect_cluster, collection_lock
 from dashboard.config import ClusterSource
+from derived.models import DerivedSnapshot, MetricsText, ReviewDocument
 from tests.workers import celery_worker, worker_env
 
 
@@ -45,6 +46,7 @@ def test_worker_and_beat_land_a_snapshot(tmp_path: Path, fake_api: FakeApiServer
         CLAIMLINE_CLUSTERS=f"itest=kubeconfig:{kubeconfig}",
         CLAIMLINE_COLLECT_INTERVAL="1",
         CLAIMLINE_REQUEST_TIMEOUT="5",
+        CLAIMLINE_SCHEDULER="celery",  # the derivation, then the renderings, run as tasks of their own
     )
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
     with celery_worker(env, "--beat", "--schedule", str(tmp_path / "beat-schedule")) as worker:
@@ -58,3 +60,8 @@ def test_worker_and_beat_land_a_snapshot(tmp_path: Path, fake_api: FakeApiServer
         assert [r.status for r in runs][:2] == ["ok", "ok"], [(r.status, r.error) for r in runs]
         assert runs[0].versions_written > 0
         assert runs[1].versions_written == 0  # unchanged cluster, nothing new
+        while time.monotonic() < deadline and not (MetricsText.objects.exists() and ReviewDocument.objects.exists()):
+            assert worker.poll() is None, worker.stdout.read() if worker.stdout else ""
+            time.sleep(0.5)
+        assert DerivedSnapshot.objects.filter(snapshot=runs[0]).exists()
+        assert ReviewDocument.objects.get().cluster.name == "itest" and MetricsText.objects.exists()
