@@ -166,8 +166,11 @@ class LeakCandidates(models.Model):
     """The claims under a leak condition (``leaks.leak_candidates``) as of a span of snapshots.
 
     Until objects change, time alone can flag these but no other claim, so the leak report reads
-    only these claims' histories. Derived again for the claims a snapshot changed, the claims
-    whose consumer Pods it changed, and the candidates themselves; a new row only when the set differs.
+    only these claims' histories. Derived again after a snapshot that changed something, for the
+    claims it changed, the claims whose consumer Pods it changed, and the candidates themselves; a
+    new row only when the set differs. Time alone can also end a condition (a restarted container's
+    run grows stable): such a claim stays a candidate until the next change, which the leak report,
+    judging each candidate, does not flag.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="leak_candidates")

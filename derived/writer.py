@@ -367,6 +367,8 @@ def _write_leak_candidates(snapshot: Snapshot, history: _SnapshotHistory, full: 
     """The claims that can be flagged as of the snapshot, when they differ from before; rows written."""
     head = _head(LeakCandidates, snapshot)
     before = set(head.claim_uids.split()) if head is not None and not full else None
+    if before is not None and not (snapshot.versions_written or snapshot.deletions):
+        return 0  # time alone adds no candidate; one it ends is judged unflagged until the next change
     if before is None:
         now = leak_candidates(history)
     else:
