@@ -11,6 +11,7 @@ from django.conf import settings
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from collector.gcpause import release_snapshot
 from collector.models import Cluster, Snapshot
 from derived.models import DOMAIN_VERSION, DerivedSnapshot
 from derived.rendered import render_latest_metrics
@@ -38,7 +39,7 @@ def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | 
         _queue("derived.tasks.derive_cluster", snapshot.cluster_id)
         return None
     try:
-        result = derive_snapshot(snapshot)
+        result = _derive(snapshot)
     except Exception:
         log.exception("deriving snapshot %s of cluster %s failed", snapshot.pk, snapshot.cluster_id)
         return None
@@ -52,14 +53,25 @@ def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | 
     return result
 
 
+def _derive(snapshot: Snapshot) -> Derivation | None:
+    """``derive_snapshot``, then the history it loaded freed when it loaded one (``release_snapshot``)."""
+    result = derive_snapshot(snapshot)
+    if result is not None and (result.full or snapshot.versions_written or snapshot.deletions):
+        release_snapshot()
+    return result
+
+
 def render_latest(snapshot: Snapshot, force: bool = False) -> None:
     """Render /metrics and the current week's review for ``snapshot`` when it is the newest
     derived one; a rendering that fails is logged (readers then render on read)."""
+    rendered = False
     for what, render in (("metrics", render_latest_metrics), ("review", render_latest_review)):
         try:
-            render(snapshot, force)
+            rendered = render(snapshot, force) or rendered
         except Exception:
             log.exception("rendering the %s of snapshot %s failed", what, snapshot.pk)
+    if rendered:
+        release_snapshot()
 
 
 def _queue(task: str, arg: int) -> None:
@@ -93,7 +105,7 @@ def derive_backlog(cluster_id: int) -> list[Derivation]:
     done = []
     while backlog := underived_snapshots(cluster_id):
         for snapshot in backlog:
-            result = derive_snapshot(snapshot)
+            result = _derive(snapshot)
             if result is not None:
                 done.append(result)
         render_latest(backlog[-1])
@@ -123,7 +135,7 @@ def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress 
         return 0
     forget_from(cluster, todo[0].at)
     for i, run in enumerate(todo, 1):
-        result = derive_snapshot(run)
+        result = _derive(run)
         if progress is not None:
             progress(i, len(todo), run, result)
     render_latest(todo[-1], force=True)

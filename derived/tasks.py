@@ -8,6 +8,7 @@ from collections.abc import Callable
 import redis
 from celery import shared_task
 
+from collector.gcpause import release_snapshot
 from collector.models import Snapshot
 from collector.tasks import redis_lock
 from derived.pipeline import derive_backlog
@@ -21,7 +22,10 @@ def _render(snapshot_id: int, render: Callable[[Snapshot], bool]) -> str:
     snapshot = Snapshot.objects.filter(pk=snapshot_id).first()
     if snapshot is None:
         return "gone"
-    return "rendered" if render(snapshot) else "skipped"
+    if not render(snapshot):
+        return "skipped"
+    release_snapshot()
+    return "rendered"
 
 
 @shared_task(name="derived.tasks.render_metrics", ignore_result=True)

@@ -365,3 +365,19 @@ def test_the_leak_report_reads_only_the_stored_candidates(demo_history: Any, adm
     head.save()
     api = admin_client.get("/api/leaks", secure=True).json()
     assert flagged[0] not in [c["uid"] for c in api["claims"]] and len(api["claims"]) == len(flagged) - 1
+
+
+def test_a_derivation_that_loaded_a_snapshot_frees_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history and its inventory refer to each other: only a full collection frees what they decoded,
+    so the pipeline runs one after a derivation or rendering that loaded a snapshot, and not otherwise."""
+    from derived import pipeline
+
+    released: list[int] = []
+    monkeypatch.setattr(pipeline, "release_snapshot", lambda: released.append(1))
+    objects = small_cluster()
+    dump = tmp_path / "cluster.json"
+    dump.write_bytes(b.dump_json(objects))
+    call_command("import-snapshot", str(dump), "--at", T0.isoformat())
+    assert len(released) == 2  # the first (full) derivation, then the renderings
+    call_command("import-snapshot", str(dump), "--at", (T0 + timedelta(seconds=30)).isoformat())
+    assert len(released) == 2  # unchanged: nothing loaded, nothing rendered
