@@ -381,3 +381,28 @@ def test_a_derivation_that_loaded_a_snapshot_frees_it(tmp_path: Path, monkeypatc
     assert len(released) == 2  # the first (full) derivation, then the renderings
     call_command("import-snapshot", str(dump), "--at", (T0 + timedelta(seconds=30)).isoformat())
     assert len(released) == 2  # unchanged: nothing loaded, nothing rendered
+
+
+def test_an_incarnation_deleted_earlier_is_not_judged_again(tmp_path: Path) -> None:
+    """Its document never changes, and judging it reads the cluster as of its deletion: a change to its
+    claim later (here the claim it left behind loses its reservation) derives the live Pods only."""
+    from derived.writer import affected_pods
+
+    objects = small_cluster()
+    dump = tmp_path / "cluster.json"
+    dump.write_bytes(b.dump_json(objects))
+    call_command("import-snapshot", str(dump), "--at", T0.isoformat())
+    gone = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "train-0")
+    objects.remove(gone)
+    dump.write_bytes(b.dump_json(objects))
+    call_command("import-snapshot", str(dump), "--at", (T0 + timedelta(minutes=1)).isoformat())
+    claim = next(o for o in objects if o["kind"] == "ResourceClaim" and o["metadata"]["name"] == "train-0-gpu")
+    claim["status"]["reservedFor"] = []
+    dump.write_bytes(b.dump_json(objects))
+    call_command("import-snapshot", str(dump), "--at", (T0 + timedelta(minutes=2)).isoformat())
+    second, third = Snapshot.objects.order_by("at")[1:]
+    uid = gone["metadata"]["uid"]
+    assert uid in affected_pods(second)  # deleted by it: judged once more, as it last was
+    assert uid not in affected_pods(third)
+    assert PodExplanation.objects.filter(pod_uid=uid, valid_to__isnull=True).exists()
+    assert assert_layer_matches_derivation("demo") > 0
