@@ -57,6 +57,16 @@ def database_url(name: str) -> str:
     return f"{PG_BASE}/{database_name(name)}"
 
 
+def open_database(name: str, reuse: bool) -> None:
+    """Django on the benchmark database ``name``: the one a previous run built (``--reuse``), else a new one."""
+    if not reuse:
+        setup_django(recreate_database(name))
+        return
+    if not database_exists(name):
+        raise SystemExit(f"no database {name} to reuse: run without --reuse first")
+    setup_django(database_url(name))
+
+
 def setup_django(database_url: str, migrate: bool = True) -> None:
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")

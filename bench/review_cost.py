@@ -31,7 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import database_exists, database_url, load, recreate_database, setup_django  # noqa: E402
+from bench._common import load, open_database  # noqa: E402
 
 DATABASE = "claimline_bench_review"
 WEEK = datetime(2026, 11, 16, tzinfo=UTC)
@@ -112,12 +112,7 @@ def main() -> None:
     parser.add_argument("--database", default=DATABASE)
     parser.add_argument("--reuse", action="store_true", help="measure the clusters a previous run built")
     args = parser.parse_args()
-    if args.reuse:
-        if not database_exists(args.database):
-            raise SystemExit(f"no database {args.database} to reuse: run without --reuse first")
-        setup_django(database_url(args.database))
-    else:
-        setup_django(recreate_database(args.database))
+    open_database(args.database, reuse=args.reuse)
     print(json.dumps({"load_before": load(), "database": args.database, "hours": args.hours}), flush=True)
     for nodes in sorted(set(args.nodes)):
         if not args.reuse:

@@ -46,14 +46,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import (  # noqa: E402
-    database_exists,
-    database_url,
     load,
     machine,
     median,
+    open_database,
     percentile,
-    recreate_database,
-    setup_django,
 )
 
 DATABASE = "claimline_bench_views"
@@ -419,12 +416,7 @@ def main() -> None:
     os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     os.environ["CLAIMLINE_CLUSTERS"] = ",".join(f"{cluster_name(n)}=in-cluster" for n in sizes)
     os.environ.setdefault("CLAIMLINE_HISTORY_CACHE", "2")
-    if args.reuse:
-        if not database_exists(args.database):
-            raise SystemExit(f"no database {args.database} to reuse: run without --reuse first")
-        setup_django(database_url(args.database))
-    else:
-        setup_django(recreate_database(args.database))
+    open_database(args.database, reuse=args.reuse)
     print(json.dumps({"machine": machine(), "load_before": load(), "database": args.database, "sizes": sizes,
                       "hours": args.hours}), flush=True)
     if not args.reuse:

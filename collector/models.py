@@ -45,6 +45,11 @@ class Snapshot(models.Model):
     def __str__(self) -> str:
         return f"{self.cluster} @ {self.at.isoformat()} ({self.status})"
 
+    @property
+    def changed(self) -> bool:
+        """Whether it stored anything: a version or a deletion (history is change-only)."""
+        return bool(self.versions_written or self.deletions)
+
 
 class ObjectVersion(models.Model):
     """One state of one object, valid from ``valid_from`` until ``valid_to``.

@@ -29,7 +29,7 @@ def write_claim_listings(snapshot: Snapshot, full: bool, state: ClusterState) ->
         rows.filter(valid_to__isnull=True).update(valid_to=at)
         claims: Iterable[Object] = state.objects.get("ResourceClaim", {}).values()
     else:
-        if not (snapshot.versions_written or snapshot.deletions):
+        if not snapshot.changed:
             return 0
         changed = ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim")
         versions = list(changed.values_list("uid", "deleted", "content"))

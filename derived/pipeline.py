@@ -56,7 +56,7 @@ def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | 
 def _derive(snapshot: Snapshot) -> Derivation | None:
     """``derive_snapshot``, then the history it loaded freed when it loaded one (``release_snapshot``)."""
     result = derive_snapshot(snapshot)
-    if result is not None and (result.full or snapshot.versions_written or snapshot.deletions):
+    if result is not None and (result.full or snapshot.changed):
         release_snapshot()
     return result
 

@@ -7,7 +7,7 @@ so callers never need to know which happened.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -71,13 +71,11 @@ def stored_explain(
     return explain_document(history.as_of, incarnations, docs[uid])
 
 
-def waiting_verdicts(history: StoredHistory) -> dict[str, dict[str, Any]] | None:
+def waiting_verdicts(history: StoredHistory) -> dict[str, Mapping[str, Any]] | None:
     """The verdict of every live, unfinished Pod that is not ``ok``, by Pod UID, as stored for the
     asked snapshot; None when the layer does not cover it (the caller derives on read then)."""
-    if not covers(history):
-        return None
-    rows = _valid(history).filter(waiting=True).values_list("pod_uid", "content")
-    return {pod: orjson.loads(content)["verdict"] for pod, content in rows}
+    waiting = waiting_read(history)
+    return None if waiting is None else {uid: verdict for _ns, _name, uid, verdict in waiting}
 
 
 def claim_listings(history: StoredHistory, scope: Scope) -> Any:
@@ -96,8 +94,12 @@ def claims_read(history: StoredHistory, scope: Scope) -> list[ClaimSummary]:
     covers the snapshot (no claim decoded), else from the state."""
     listed = claim_listings(history, scope)
     if listed is None:
-        return [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
+        return _claims_on_read(history, scope)
     return [summary_of(row) for row in listed.iterator(2000)]
+
+
+def _claims_on_read(history: StoredHistory, scope: Scope) -> list[ClaimSummary]:
+    return [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
 
 
 @dataclass
@@ -115,7 +117,7 @@ def claims_page(
     rows, counted in the database), else from every claim of the state."""
     listed = claim_listings(history, scope)
     if listed is None:
-        visible = [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
+        visible = _claims_on_read(history, scope)
         namespaces = sorted({s.namespace for s in visible})
         if namespace:
             visible = [s for s in visible if s.namespace == namespace]
@@ -146,15 +148,17 @@ def waiting_read(history: StoredHistory) -> list[WaitingPod] | None:
 def overview_read(history: StoredHistory, redactor: Redactor, thresholds: Thresholds) -> dict[str, Any]:
     """The overview: from the layer's rows when it covers the snapshot (its reports, device counts,
     waiting Pods and allocation spans: no object of the state is read), else derived on read."""
-    counts = _valid(history, DeviceCounts).order_by("-valid_from").values_list("document", flat=True).first()
     waiting = waiting_read(history)
+    counts = None
+    if waiting is not None:  # the layer covers the snapshot
+        counts = _valid(history, DeviceCounts).order_by("-valid_from").values_list("document", flat=True).first()
     return overview(
         history,
         redactor,
         thresholds,
         leaks=leaks_read(history, thresholds),
         audit_doc=audit_read(history),
-        devices=orjson.loads(counts) if counts is not None and waiting is not None else None,
+        devices=orjson.loads(counts) if counts is not None else None,
         waiting=waiting,
         allocations=stored_source(history, claims=False),
     )

@@ -10,7 +10,7 @@ and their consumers' and owners' Pods' versions, two queries in all), which is w
 the configured thresholds. Advertised device-hours stay on read too (``InventoryTimeline``
 reads the slices' versions of the two weeks; bench/README.md has its cost). That is why the
 current week's review (what the page opens on, and what a new snapshot makes every reader
-compute) is rendered once after each derived snapshot, as /metrics is.
+compute) is rendered after a derivation, as /metrics is, at most every CLAIMLINE_REVIEW_REFRESH.
 
 GPU-equivalent fractions are read against the inventory as of the asked snapshot, as on read;
 the derivation records whether that inventory advertises any device held in part, and when it

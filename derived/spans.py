@@ -52,7 +52,7 @@ def write_spans(snapshot: Snapshot, full: bool) -> int:
     """Bring the spans of the claims ``snapshot`` changed (every claim when ``full``) in line; rows changed."""
     cluster_id = snapshot.cluster_id
     uids: set[str] | None = None
-    if not full and not (snapshot.versions_written or snapshot.deletions):
+    if not full and not snapshot.changed:
         return 0  # most snapshots: nothing changed, no query
     if not full:
         uids = set(ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim").values_list("uid", flat=True))

@@ -180,7 +180,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             # and those Pods are read the old way from now on.
             _open(snapshot.cluster_id).exclude(pod_uid__in=pods).update(valid_to=snapshot.at)
         else:
-            pods = affected_pods(snapshot) if snapshot.versions_written or snapshot.deletions else set()
+            pods = affected_pods(snapshot) if snapshot.changed else set()
             pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
         written = _write(snapshot, history, pods)
         if full or changed_kinds - {"Event"}:
@@ -358,29 +358,30 @@ def _follow(model: _ClusterRow, snapshot: Snapshot, **fields: Any) -> int:
 
 def _write_audit(snapshot: Snapshot, history: _SnapshotHistory) -> int:
     """The audit as of the snapshot, when it differs from the one before; how many rows were written."""
-    content = orjson.dumps(audit(history)["warnings"])
-    digest = hashlib.blake2b(content, digest_size=16).hexdigest()
-    head = _head(AuditReport, snapshot)
-    if head is not None and head.content_hash == digest:
-        return 0
-    return _follow(AuditReport, snapshot, warnings=content.decode(), content_hash=digest)
+    return _write_document(AuditReport, snapshot, "warnings", audit(history)["warnings"])
 
 
 def _write_device_counts(snapshot: Snapshot, history: _SnapshotHistory) -> int:
     """The overview's device counts as of the snapshot, when they differ from before; rows written."""
-    content = orjson.dumps(devices_by_model(Inventory.of(history.state)))
+    return _write_document(DeviceCounts, snapshot, "document", devices_by_model(Inventory.of(history.state)))
+
+
+def _write_document(model: type[AuditReport] | type[DeviceCounts], snapshot: Snapshot, field: str, doc: Any) -> int:
+    """A cluster-wide JSON document as of ``snapshot`` in ``model``'s ``field``, in a new row only when
+    its content differs from the open row's (compared by hash); rows written."""
+    content = orjson.dumps(doc)
     digest = hashlib.blake2b(content, digest_size=16).hexdigest()
-    head = _head(DeviceCounts, snapshot)
+    head = _head(model, snapshot)
     if head is not None and head.content_hash == digest:
         return 0
-    return _follow(DeviceCounts, snapshot, document=content.decode(), content_hash=digest)
+    return _follow(model, snapshot, **{field: content.decode(), "content_hash": digest})
 
 
 def _write_leak_candidates(snapshot: Snapshot, history: _SnapshotHistory, full: bool) -> int:
     """The claims that can be flagged as of the snapshot, when they differ from before; rows written."""
     head = _head(LeakCandidates, snapshot)
     before = set(head.claim_uids.split()) if head is not None and not full else None
-    if before is not None and not (snapshot.versions_written or snapshot.deletions):
+    if before is not None and not snapshot.changed:
         return 0  # time alone adds no candidate; one it ends is judged unflagged until the next change
     if before is None:
         now = leak_candidates(history)

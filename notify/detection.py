@@ -147,7 +147,7 @@ def worth_scanning(snapshot: Snapshot) -> bool:
         return True
     if snapshot.status not in (Snapshot.Status.OK, Snapshot.Status.PARTIAL):
         return False
-    if snapshot.versions_written or snapshot.deletions:
+    if snapshot.changed:
         return True
     last = Scan.objects.filter(cluster_id=snapshot.cluster_id).values_list("at", flat=True).first()
     return last is None or snapshot.at - last >= timedelta(seconds=settings.CLAIMLINE_NOTIFY_RESCAN_AFTER)
