@@ -88,6 +88,15 @@ def derive(sizes: list[int]) -> None:
                           "rebuild_s": round(time.perf_counter() - started, 1), "load": load()}), flush=True)
 
 
+def analyze() -> None:
+    """Refresh the planner's statistics, as autovacuum does on a running install: right after a
+    bulk build they describe empty tables, and a plan chosen for an empty table can scan a large one."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE")
+
+
 # --- what to ask for --------------------------------------------------------------------------------
 
 
@@ -429,6 +438,7 @@ def main() -> None:
             raise SystemExit(f"{args.database} has no cluster for {missing} nodes: run without --reuse")
     if args.derive:
         derive(sizes)
+    analyze()
     admin, member = clients()
     print(table(sizes, measure_all(sizes, args, admin, member)), flush=True)
 

@@ -25,7 +25,7 @@ from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
 from dashboard.domain.overview import WaitingPod, overview
-from dashboard.domain.redaction import Redactor, Scope
+from dashboard.domain.redaction import Redactor, Scope, referenced_namespaces
 from dashboard.domain.state import ClusterState, Object, uid_of
 from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
@@ -169,12 +169,13 @@ def explain_read(
 ) -> tuple[dict[str, Any], Callable[[], Iterable[str]]]:
     """The explain document, and how to list the namespaces its redaction hides from.
 
-    From the layer, the namespaces come from one query; derived on read, from the state the
-    derivation loaded anyway (what ``dashboard.access.redactor_for`` reads).
+    From the layer, the namespaces come from one query about the names the document refers to
+    (a redactor only looks those up); derived on read, from the state the derivation loaded
+    anyway (what ``dashboard.access.redactor_for`` reads).
     """
     doc = stored_explain(history, namespace, name, pod_uid)
     if doc is not None:
-        return doc, lambda: namespaces_in_use(history.cluster, history.as_of)
+        return doc, lambda: namespaces_in_use(history.cluster, history.as_of, among=referenced_namespaces(doc))
     return explain(history, namespace, name, pod_uid=pod_uid), lambda: known_namespaces(history.state)
 
 

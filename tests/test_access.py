@@ -6,9 +6,12 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
-from collector.models import ObjectVersion
+from collector.models import Cluster, ObjectVersion
+from dashboard.history import latest_snapshot_time, namespaces_in_use
 from dashboard.models import NamespaceGrant
 
 pytestmark = pytest.mark.django_db
@@ -206,3 +209,16 @@ def test_two_teams_over_one_cached_history_each_get_their_own_redaction(clients:
     assert clients["member"].get(f"/c/{cluster.name}/pods/{OWN_POD}/").status_code == 200
     assert research.get(f"/c/{cluster.name}/pods/{OWN_POD}/").status_code == 404
     assert research.get(f"/c/{cluster.name}/pods/{OTHER_POD}/").status_code == 200
+
+
+def test_namespaces_in_use_among_a_documents_names_is_the_full_answer_cut_to_them(demo_history: Any) -> None:
+    # A team member's Pod page asks only about the names its document refers to.
+    cluster = Cluster.objects.get(name="demo")
+    at = latest_snapshot_time(cluster)
+    everything = namespaces_in_use(cluster, at)
+    assert {"ml-training", "inference"} <= everything
+    asked = {"inference", "nvidia.com", "no-such-namespace", "ml-training"}
+    assert namespaces_in_use(cluster, at, among=asked) == everything & asked
+    with CaptureQueriesContext(connection) as queries:
+        assert namespaces_in_use(cluster, at, among=()) == set()
+    assert len(queries) == 0

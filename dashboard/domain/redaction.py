@@ -31,6 +31,30 @@ class Scope:
 _REFERENCE = re.compile(r"\b([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)/([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)")
 
 
+def referenced_namespaces(value: Any) -> set[str]:
+    """Every name ``Redactor.document`` would look up in its hidden set for ``value``: the
+    namespaces of entries and the first label of each ``namespace/name`` reference.
+
+    A redactor built from the known namespaces among these hides the same as one built from
+    every known namespace, so a page about one Pod asks the database about the names its
+    document holds, not about every namespace of the cluster.
+    """
+    found: set[str] = set()
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "/" in item:
+                found.update(m.group(1) for m in _REFERENCE.finditer(item))
+        elif isinstance(item, list):
+            pending.extend(item)
+        elif isinstance(item, dict):
+            if isinstance(item.get("namespace"), str):
+                found.add(item["namespace"])
+            pending.extend(item.values())
+    return found
+
+
 class Redactor:
     def __init__(self, scope: Scope, known_namespaces: Iterable[str]):
         self.scope = scope
