@@ -22,7 +22,8 @@ from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import PodNotFound
 from dashboard.history import StoredHistory, collection_health
 from dashboard.reading import ReadError, leak_thresholds, open_history
-from derived.reading import audit_read, claims_read, explain_read, leaks_read, metrics_read
+from derived.reading import claims_read, explain_read, metrics_read
+from derived.reports import audit_read, leaks_read
 
 
 def _error(status: int, message: str) -> JsonResponse:

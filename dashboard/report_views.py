@@ -23,7 +23,7 @@ from dashboard.domain.state import meta
 from dashboard.history import StoredHistory
 from dashboard.reading import ReadError, leak_thresholds, open_history
 from dashboard.views import render_page
-from derived.reading import audit_read, leaks_read
+from derived.reports import audit_read, leaks_read
 from derived.review import review_read
 
 DEVICES_PER_PAGE = 500

@@ -9,45 +9,34 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import F, Q
+from django.db.models import F
 from django.db.models.functions import Collate
 
 from dashboard.access import known_namespaces
-from dashboard.domain.audit import audit
 from dashboard.domain.claims import ClaimSummary, claim_summaries, with_leak_flags
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.leaks import Thresholds, find_leaks
+from dashboard.domain.leaks import Thresholds
 from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
 from dashboard.domain.overview import WaitingPod, overview
 from dashboard.domain.redaction import Redactor, Scope, referenced_namespaces
-from dashboard.domain.state import ClusterState, Object, uid_of
-from dashboard.domain.timefmt import rfc3339
+from dashboard.domain.state import Object, uid_of
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
 from dashboard.reading import leak_thresholds
 from derived.listings import summary_of
-from derived.models import AuditReport, ClaimListing, DeviceCounts, LeakCandidates, PodExplanation
+from derived.models import ClaimListing, DeviceCounts, PodExplanation
 from derived.rendered import counts_as_of, metrics_text_stands
+from derived.reports import audit_read, leaks_read, valid_rows
 from derived.review import stored_source
-from derived.writer import covered, held_in_part_of
+from derived.writer import covered
 
 
 def covers(history: StoredHistory) -> bool:
     return covered(history.snapshot_pk)
-
-
-def _valid(history: StoredHistory, model: Any = PodExplanation) -> Any:
-    """The rows of ``model`` valid at the history's snapshot."""
-    as_of = history.as_of
-    return model.objects.filter(
-        Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
-    )
 
 
 def stored_explain(
@@ -61,10 +50,8 @@ def stored_explain(
         return None
     uids = uids_named(history.cluster, "Pod", namespace, name, history.as_of)
     uid = pick_incarnation(uids, history.as_of, namespace, name, pod_uid)
-    docs = {
-        pod: orjson.loads(content)
-        for pod, content in _valid(history).filter(pod_uid__in=uids).values_list("pod_uid", "content")
-    }
+    rows = valid_rows(history, PodExplanation).filter(pod_uid__in=uids)
+    docs = {pod: orjson.loads(content) for pod, content in rows.values_list("pod_uid", "content")}
     if any(u not in docs for u in uids):
         return None  # an incarnation gone before the layer began
     incarnations = [incarnation_entry(u, docs[u]["pod"]["created"], docs[u]["pod"]["deleted"]) for u in uids]
@@ -83,7 +70,7 @@ def claim_listings(history: StoredHistory, scope: Scope) -> Any:
     (namespace, then name, by code point as Python sorts); None when the layer does not cover it."""
     if not covers(history):
         return None
-    rows = _valid(history, ClaimListing)
+    rows = valid_rows(history, ClaimListing)
     if not scope.admin:
         rows = rows.filter(namespace__in=sorted(scope.namespaces))
     return rows.order_by(*(_by_code_point(f) for f in ("namespace", "name", "claim_uid")))
@@ -141,7 +128,8 @@ def waiting_read(history: StoredHistory) -> list[WaitingPod] | None:
     and name order, as ``overview.group_waiting`` takes them; None when the layer does not cover it."""
     if not covers(history):
         return None
-    rows = _valid(history).filter(waiting=True).values_list("namespace", "name", "pod_uid", "content")
+    rows = valid_rows(history, PodExplanation).filter(waiting=True)
+    rows = rows.values_list("namespace", "name", "pod_uid", "content")
     return sorted((ns, name, uid, orjson.loads(content)["verdict"]) for ns, name, uid, content in rows)
 
 
@@ -151,7 +139,7 @@ def overview_read(history: StoredHistory, redactor: Redactor, thresholds: Thresh
     waiting = waiting_read(history)
     counts = None
     if waiting is not None:  # the layer covers the snapshot
-        counts = _valid(history, DeviceCounts).order_by("-valid_from").values_list("document", flat=True).first()
+        counts = valid_rows(history, DeviceCounts).order_by("-valid_from").values_list("document", flat=True).first()
     return overview(
         history,
         redactor,
@@ -179,41 +167,6 @@ def explain_read(
     return explain(history, namespace, name, pod_uid=pod_uid), lambda: known_namespaces(history.state)
 
 
-def leaks_read(history: StoredHistory, thresholds: Thresholds) -> dict[str, Any]:
-    """The unscoped leak report of the snapshot, once per loaded snapshot: only the stored leak
-    candidates' histories are read when the layer covers it, every claim's otherwise."""
-
-    def compute() -> dict[str, Any]:
-        stored = _leak_candidates(history) if covers(history) else None
-        if stored is None:
-            history.preload("ResourceClaim", "Pod")  # every claim and its consumers: one query each
-            return find_leaks(history, thresholds)
-        uids, whole = stored
-        # Without a partitioned or shared device every allocation counts whole: no inventory to build.
-        return find_leaks(history, thresholds, candidates=uids, inventory=_EMPTY if whole else None)
-
-    return history.derived(("leaks", thresholds), compute)
-
-
-def _leak_candidates(history: StoredHistory) -> tuple[list[str], bool] | None:
-    row = _valid(history, LeakCandidates).order_by("-valid_from").values_list("claim_uids", flat=True).first()
-    if row is None:
-        return None
-    return row.split(), not held_in_part_of(history.snapshot_pk)
-
-
-_EMPTY = Inventory(ClusterState(datetime.min.replace(tzinfo=UTC), {}), [], [], {})
-
-
-def audit_read(history: StoredHistory) -> dict[str, Any]:
-    """The audit document: the stored warnings valid at the snapshot, else the audit run now."""
-    if covers(history):
-        row = _valid(history, AuditReport).order_by("-valid_from").values_list("warnings", flat=True).first()
-        if row is not None:
-            return {"as_of": rfc3339(history.as_of), "warnings": orjson.loads(row)}
-    return history.derived("audit", lambda: audit(history))
-
-
 def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: CollectionHealth | None = None) -> str:
     """/metrics: the text the derivation rendered for this snapshot (completed with the run-health
     families), else rendered now with the Pods' counts from the layer when it covers the snapshot."""
@@ -226,4 +179,6 @@ def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: Col
     def counts_of(pod: Object) -> PodCounts | None:
         return counts.get(uid_of(pod))
 
-    return render_metrics(history, thresholds, collection, counts_of)
+    leaks = leaks_read(history, thresholds) if covered_now else None
+    audit_doc = audit_read(history) if covered_now else None
+    return render_metrics(history, thresholds, collection, counts_of, leaks=leaks, audit_doc=audit_doc)

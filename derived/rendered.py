@@ -21,6 +21,7 @@ from dashboard.domain.state import uid_of
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from derived.models import DerivedSnapshot, MetricsText, PodExplanation
+from derived.reports import audit_read, leaks_read
 from derived.writer import BATCH, USABLE, covered
 
 
@@ -71,7 +72,9 @@ def render_latest_metrics(snapshot: Snapshot, force: bool = False) -> bool:
         return False
     history = StoredHistory(snapshot.cluster, snapshot.at)
     counts = counts_as_of(snapshot.cluster_id, snapshot.at)
-    text = render_metrics(history, thresholds, None, lambda pod: counts.get(uid_of(pod)))
+    # The leak report and the audit are the derivation's, read from the layer, not computed again.
+    leaks, audit_doc = leaks_read(history, thresholds), audit_read(history)
+    text = render_metrics(history, thresholds, None, lambda pod: counts.get(uid_of(pod)), leaks, audit_doc)
     MetricsText.objects.update_or_create(
         cluster_id=snapshot.cluster_id,
         defaults={"snapshot": snapshot, "thresholds": orjson.dumps(thresholds.as_dict()).decode(), "text": text},

@@ -352,7 +352,7 @@ def test_the_leak_report_reads_only_the_stored_candidates(demo_history: Any, adm
     from dashboard.domain.leaks import find_leaks
     from dashboard.reading import leak_thresholds
     from derived.models import LeakCandidates
-    from derived.reading import leaks_read
+    from derived.reports import leaks_read
 
     cluster = Cluster.objects.get(name="demo")
     on_read = find_leaks(StoredHistory(cluster), leak_thresholds())

@@ -178,11 +178,11 @@ def _model_families(inventory: Inventory) -> list[Family]:
     return [advertised, allocated, gpu_advertised, gpu_allocated]
 
 
-def _warning_family(history: HistoryView) -> Family:
+def _warning_family(history: HistoryView, audit_doc: Mapping[str, Any] | None) -> Family:
     family = Family("inventory_warnings", "gauge", "Platform warnings (the audit report) by kind.")
     for kind in WARNING_KINDS:
         family.set(0, kind=kind)
-    for warning in audit(history)["warnings"]:
+    for warning in (audit_doc if audit_doc is not None else audit(history))["warnings"]:
         family.add(1, kind=warning["kind"])
     return family
 
@@ -341,7 +341,7 @@ def _preparation_failures(history: HistoryView) -> Family:
     return family
 
 
-def _leak_families(history: HistoryView, thresholds: Thresholds) -> list[Family]:
+def _leak_families(history: HistoryView, thresholds: Thresholds, leaks: Mapping[str, Any] | None) -> list[Family]:
     flagged = Family("flagged_claims", "gauge", "Claims flagged as holding devices they should not, by reason.")
     hours = Family("flagged_device_hours", "gauge", "Device-hours held since allocation by flagged claims, by reason.")
     devices = Family("flagged_devices", "gauge", "Devices held by flagged claims, by reason.")
@@ -353,7 +353,7 @@ def _leak_families(history: HistoryView, thresholds: Thresholds) -> list[Family]
     for reason in REASONS:
         for family in (flagged, hours, devices, equivalents):
             family.set(0, reason=reason)
-    for claim in find_leaks(history, thresholds)["claims"]:
+    for claim in (leaks if leaks is not None else find_leaks(history, thresholds))["claims"]:
         flagged.add(1, reason=claim["reason"])
         hours.add(float(claim["device_hours"]), reason=claim["reason"])
         devices.add(len(claim["devices"]), reason=claim["reason"])
@@ -384,8 +384,11 @@ def families(
     thresholds: Thresholds | None = None,
     collection: CollectionHealth | None = None,
     counts_of: CountsOf | None = None,
+    leaks: Mapping[str, Any] | None = None,
+    audit_doc: Mapping[str, Any] | None = None,
 ) -> list[Family]:
-    """Every family as of ``history.as_of``; ``counts_of`` gives a Pod's counts instead of judging it."""
+    """Every family as of ``history.as_of``; ``counts_of`` gives a Pod's counts instead of judging it,
+    and ``leaks`` and ``audit_doc`` the snapshot's leak report and audit when the caller has them."""
     inventory = Inventory.of(history.state)
     as_of = Family(
         "as_of_timestamp_seconds",
@@ -409,8 +412,8 @@ def families(
         wait,
         prep,
         _preparation_failures(history),
-        *_leak_families(history, thresholds or Thresholds()),
-        _warning_family(history),
+        *_leak_families(history, thresholds or Thresholds(), leaks),
+        _warning_family(history, audit_doc),
         *(_collection_families(collection) if collection else ()),
     ]
 
@@ -420,13 +423,15 @@ def render_metrics(
     thresholds: Thresholds | None = None,
     collection: CollectionHealth | None = None,
     counts_of: CountsOf | None = None,
+    leaks: Mapping[str, Any] | None = None,
+    audit_doc: Mapping[str, Any] | None = None,
 ) -> str:
     """The exposition text; ends with a newline as the format requires.
 
     ``collection`` adds the run-health families; without it (a dump, a test) they are left out.
     """
     lines: list[str] = []
-    for family in families(history, thresholds, collection, counts_of):
+    for family in families(history, thresholds, collection, counts_of, leaks, audit_doc):
         lines.extend(family.render())
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,64 @@
+"""The cluster-wide reports read from the derived layer: the leak report from the stored leak
+candidates, the audit from its stored warnings; each computed on read when the layer does not
+cover the asked snapshot. Pages, the API and the /metrics rendering share them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from django.db.models import Q
+
+from dashboard.domain.audit import audit
+from dashboard.domain.inventory import Inventory
+from dashboard.domain.leaks import Thresholds, find_leaks
+from dashboard.domain.state import ClusterState
+from dashboard.domain.timefmt import rfc3339
+from dashboard.history import StoredHistory
+from derived.models import AuditReport, LeakCandidates
+from derived.writer import covered, held_in_part_of
+
+
+def valid_rows(history: StoredHistory, model: Any) -> Any:
+    """The rows of ``model`` valid at the history's snapshot."""
+    as_of = history.as_of
+    return model.objects.filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
+    )
+
+
+def leaks_read(history: StoredHistory, thresholds: Thresholds) -> dict[str, Any]:
+    """The unscoped leak report of the snapshot, once per loaded snapshot: only the stored leak
+    candidates' histories are read when the layer covers it, every claim's otherwise."""
+
+    def compute() -> dict[str, Any]:
+        stored = _leak_candidates(history) if covered(history.snapshot_pk) else None
+        if stored is None:
+            history.preload("ResourceClaim", "Pod")  # every claim and its consumers: one query each
+            return find_leaks(history, thresholds)
+        uids, whole = stored
+        # Without a partitioned or shared device every allocation counts whole: no inventory to build.
+        return find_leaks(history, thresholds, candidates=uids, inventory=_EMPTY if whole else None)
+
+    return history.derived(("leaks", thresholds), compute)
+
+
+def _leak_candidates(history: StoredHistory) -> tuple[list[str], bool] | None:
+    row = valid_rows(history, LeakCandidates).order_by("-valid_from").values_list("claim_uids", flat=True).first()
+    if row is None:
+        return None
+    return row.split(), not held_in_part_of(history.snapshot_pk)
+
+
+_EMPTY = Inventory(ClusterState(datetime.min.replace(tzinfo=UTC), {}), [], [], {})
+
+
+def audit_read(history: StoredHistory) -> dict[str, Any]:
+    """The audit document: the stored warnings valid at the snapshot, else the audit run now."""
+    if covered(history.snapshot_pk):
+        row = valid_rows(history, AuditReport).order_by("-valid_from").values_list("warnings", flat=True).first()
+        if row is not None:
+            return {"as_of": rfc3339(history.as_of), "warnings": orjson.loads(row)}
+    return history.derived("audit", lambda: audit(history))
