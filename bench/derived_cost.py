@@ -14,7 +14,11 @@ per-process history cache emptied before every request, as after each new 30 s s
 - ``rebuild-derived`` over the history (its first snapshot derives every live Pod);
 - after: the same requests, now read from the layer;
 - the write side: ``derive_snapshot`` of one more unchanged snapshot, and of one more generation
-  (1% churn); then rendering /metrics for it (a Celery task of its own after a collection).
+  (1% churn); then rendering /metrics and the week's review for it (each a Celery task of its own
+  after a collection);
+- a week later: the same cluster once more (the next week's first snapshot), derived, then the
+  finished week's review rendered as of it (once a week, by the same task), and that week's review
+  page, cold, which now loads it (``derived.past_reviews``).
 
 Prints a JSON line per measurement (seconds; medians of ``--repeat``).
 """
@@ -144,7 +148,8 @@ def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
         seconds=round(time.perf_counter() - start, 3),
         result=result.describe() if result else None,
     )
-    snap = write(cluster, WEEK_START + hours * HOUR, stored_objects(next(gens)))
+    churned = stored_objects(next(gens))
+    snap = write(cluster, WEEK_START + hours * HOUR, churned)
     start = time.perf_counter()
     result = derive_snapshot(snap)
     emit(
@@ -161,6 +166,39 @@ def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
     start = time.perf_counter()
     render_latest_review(snap, force=True)
     emit(nodes=nodes, step="render the week's review (its own task)", seconds=round(time.perf_counter() - start, 3))
+    finished_week(client, cluster, churned, nodes, repeat, write_only)
+
+
+def finished_week(client: Any, cluster: Any, stored: list[Any], nodes: int, repeat: int, write_only: bool) -> None:
+    """The next week's first snapshot (nothing changed), then the finished week's review rendered as
+    of it, and the finished week's page before and after (cold: the history cache emptied)."""
+    from dashboard import reading
+    from derived.past_reviews import render_finished_weeks
+    from derived.writer import derive_snapshot
+
+    snap = write(cluster, WEEK_START + timedelta(days=7, hours=1), stored)
+    derive_snapshot(snap)
+    url = f"/c/bench/review/?week={WEEK_START.date().isoformat()}"
+
+    def page() -> float:
+        times = []
+        for _ in range(repeat):
+            reading._recent.clear()
+            start = time.perf_counter()
+            response = client.get(url, secure=True)
+            times.append(time.perf_counter() - start)
+            assert response.status_code == 200, (url, response.status_code)
+        return round(statistics.median(times), 3)
+
+    if not write_only:
+        emit(nodes=nodes, step="finished week's review page, computed (cold)", seconds=page())
+    start = time.perf_counter()
+    weeks = render_finished_weeks(cluster, [WEEK_START], snap.at)
+    seconds = round(time.perf_counter() - start, 3)
+    emit(nodes=nodes, step="render a finished week's review (once, after the next week's first snapshot)",
+         seconds=seconds, weeks=len(weeks))
+    if not write_only:
+        emit(nodes=nodes, step="finished week's review page, stored (cold)", seconds=page())
 
 
 def main() -> None:

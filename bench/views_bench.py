@@ -22,6 +22,13 @@ timed requests over a seeded sample of objects (median and p95). A request slowe
 ``--timeout`` is reported as timed out; when the cold request takes more than half of it, the
 repeated ones are skipped.
 
+Last, a past week's review and its CSV: one more snapshot of each cluster (nothing changed) a week
+after its history began, so the built week has ended; with ``--derive`` it is derived as a collection
+would (``derive_backlog``: the finished week's review rendered once as of it, ``derived.past_reviews``),
+its cost printed; then the built week's review and CSV are measured as of it like every other row
+(cold, then warm). The snapshot, and what was derived from it, is removed afterwards and the current
+week's renderings restored, so a ``--reuse`` run measures the same history.
+
 Endpoints are measured one after the other, each at every size back to back (the load of a
 shared machine drifts over minutes; a row's sizes see about the same). Prints a JSON line per
 (endpoint, size), then a table: per endpoint the cold/p50/p95 at each size
@@ -359,6 +366,70 @@ def measure_all(sizes: list[int], args: argparse.Namespace, admin: Any, member: 
     return results
 
 
+PAST_WEEK_ENDPOINTS = ("weekly review (past week)", "weekly review CSV (past week)")
+
+
+def measure_past_week(sizes: list[int], args: argparse.Namespace, admin: Any) -> list[dict[str, Any]]:
+    """The built week's review and CSV once the week has ended (see the module docstring)."""
+    from django.urls import reverse
+
+    from collector.models import Cluster
+
+    names = [name for name in PAST_WEEK_ENDPOINTS if not args.only or name in args.only]
+    if not names:
+        return []
+    added = [_next_week_snapshot(Cluster.objects.get(name=cluster_name(n)), args.derive) for n in sizes]
+    results = []
+    try:
+        for name in names:
+            view = "review" if name == PAST_WEEK_ENDPOINTS[0] else "review-csv"
+            for nodes in sizes:
+                url = reverse(view, args=[cluster_name(nodes)]) + f"?week={WEEK}"
+                row = {"nodes": nodes, **measure(http(admin), name, [url], args.heavy_iterations, args.timeout)}
+                results.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        for snapshot in added:
+            _remove(snapshot, args.derive)
+    return results
+
+
+def _next_week_snapshot(cluster: Any, derive: bool) -> Any:
+    """An unchanged snapshot a week after the history began, derived as a collection would when ``derive``."""
+    from datetime import timedelta
+
+    from bench.week_history import SOURCE, WEEK_START
+    from collector.models import Snapshot
+    from derived.pipeline import derive_backlog
+
+    last = Snapshot.objects.filter(cluster=cluster).order_by("-at").first()
+    at = WEEK_START + timedelta(days=7, hours=1)
+    snapshot = Snapshot.objects.create(
+        cluster=cluster, at=at, started=at, finished=at + timedelta(seconds=4), source=SOURCE,
+        status=Snapshot.Status.OK, objects_seen=last.objects_seen if last else 0,
+    )
+    if derive:
+        started = time.perf_counter()
+        derive_backlog(cluster.pk)
+        seconds = round(time.perf_counter() - started, 2)
+        step = "derive the next week's first snapshot, render the finished week's and the new week's reviews"
+        print(json.dumps({"past_week": cluster.name, "step": step, "seconds": seconds, "load": load()}), flush=True)
+    return snapshot
+
+
+def _remove(snapshot: Any, derive: bool) -> None:
+    """Drop the added snapshot and what was derived from it; render the newest remaining one's week again."""
+    from collector.models import Snapshot
+    from derived.pipeline import render_latest
+    from derived.writer import forget_from
+
+    forget_from(snapshot.cluster, snapshot.at)
+    snapshot.delete()
+    newest = Snapshot.objects.filter(cluster=snapshot.cluster).order_by("-at").first()
+    if derive and newest is not None:
+        render_latest(newest, force=True)
+
+
 # --- the growth table ------------------------------------------------------------------------------------
 
 
@@ -440,7 +511,9 @@ def main() -> None:
         derive(sizes)
     analyze()
     admin, member = clients()
-    print(table(sizes, measure_all(sizes, args, admin, member)), flush=True)
+    rows = measure_all(sizes, args, admin, member)
+    rows += measure_past_week(sizes, args, admin)
+    print(table(sizes, rows), flush=True)
 
 
 if __name__ == "__main__":

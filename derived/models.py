@@ -244,15 +244,18 @@ class MetricsText(models.Model):
 
 
 class ReviewDocument(models.Model):
-    """The weekly review of the week a cluster's latest derived snapshot falls in, rendered after it.
+    """The weekly review of one week of a cluster, rendered after a derivation: the current week's
+    (the week of the latest derived snapshot) and, once a week has ended, that week's final one.
 
     The review of the current week is what the review page opens on and what a new snapshot makes
     every reader compute again (leak intervals and advertised device-hours over the cluster's
-    weeks); rendered once by the derivation, a reader loads it. One row per cluster and week: a
-    newer snapshot's rendering replaces the row, and rows of other weeks are dropped then, since
-    they describe older snapshots. It is rendered at most every CLAIMLINE_REVIEW_REFRESH and stands
-    for the snapshots meanwhile, changed or not (``derived.review.stored_review``); its ``as_of``
-    says which snapshot it describes.
+    weeks); rendered once by the derivation, a reader loads it. It is rendered at most every
+    CLAIMLINE_REVIEW_REFRESH and stands for the snapshots meanwhile, changed or not. When the first
+    snapshot of a later week is derived, the week's row is rendered once more as of that snapshot
+    (``snapshot.at`` on or after the week's end: a *final* document), and stands for every later
+    snapshot while its thresholds and ``version`` are current (``derived.review.stored_review``
+    says why). One row per cluster and week; a week that ended without a final row has its
+    non-final one dropped. Its ``as_of`` says which snapshot it describes.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="review_documents")
@@ -260,6 +263,9 @@ class ReviewDocument(models.Model):
     snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="+")
     thresholds = models.TextField(help_text="JSON: the leak thresholds it was rendered with.")
     document = models.TextField(help_text="JSON: what capacity.weekly_review returned.")
+    # A finished week's row outlives the snapshot's derivation rows it was read from, so it says
+    # itself which domain code rendered it ("" for rows rendered before this was recorded).
+    version = models.CharField(max_length=16, default="", help_text="DOMAIN_VERSION of the code that rendered it.")
 
     class Meta:
         constraints = [

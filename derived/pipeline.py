@@ -1,5 +1,6 @@
 """What follows a stored snapshot: its derivation (``derived.writer``), then the renderings read
-whole (``derived.rendered``, ``derived.review``), inline or as Celery tasks; and rebuild-derived."""
+whole (``derived.rendered``, ``derived.review`` and ``derived.past_reviews``), inline or as Celery
+tasks; and rebuild-derived."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from redis.exceptions import RedisError
 from collector.gcpause import release_snapshot
 from collector.models import Cluster, Snapshot
 from derived.models import DOMAIN_VERSION, DerivedSnapshot
+from derived.past_reviews import render_reviews
 from derived.rendered import render_latest_metrics
-from derived.review import render_latest_review
 from derived.writer import USABLE, Derivation, derive_snapshot, forget_from
 
 log = logging.getLogger("claimline.derived")
@@ -63,9 +64,10 @@ def _derive(snapshot: Snapshot) -> Derivation | None:
 
 def render_latest(snapshot: Snapshot, force: bool = False) -> None:
     """Render /metrics and the current week's review for ``snapshot`` when it is the newest
-    derived one; a rendering that fails is logged (readers then render on read)."""
+    derived one, and the final review of a week that ended before it; a rendering that fails is
+    logged (readers then render on read)."""
     rendered = False
-    for what, render in (("metrics", render_latest_metrics), ("review", render_latest_review)):
+    for what, render in (("metrics", render_latest_metrics), ("review", render_reviews)):
         try:
             rendered = render(snapshot, force) or rendered
         except Exception:

@@ -15,6 +15,18 @@ compute) is rendered after a derivation, as /metrics is, at most every CLAIMLINE
 GPU-equivalent fractions are read against the inventory as of the asked snapshot, as on read;
 the derivation records whether that inventory advertises any device held in part, and when it
 does not, every fraction is 1 and no inventory is built.
+
+A past week's review is stored too (``derived.past_reviews`` renders it): once more, as of the
+first derived snapshot on or after the week's end (a *final* document), and that one stands for
+every later snapshot when it was rendered with the asked thresholds by this DOMAIN_VERSION. Why
+it may: every allocation span overlapping the week began before its end and is read as of the
+rendered snapshot, and nothing stored later reopens the week, so a later snapshot would compute
+the same figures but for ``as_of``, which says which snapshot the document describes. (Evidence
+only stored later, such as a Pod's ``finishedAt`` seen in a later snapshot, would move a leak
+interval on read; the document keeps the week as it was known one snapshot after it ended, as
+the current week's keeps it for up to a refresh interval.) A stored row of a week that has ended
+as of the asked snapshot stands only when it is final; other code or thresholds compute on read.
+The current week keeps its own rule (``stored_review``).
 """
 
 from __future__ import annotations
@@ -27,10 +39,11 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 
 from collector.models import ObjectVersion, Snapshot
 from dashboard.domain.capacity import (
+    WEEK,
     Allocations,
     Piece,
     claim_device_fractions,
@@ -43,7 +56,7 @@ from dashboard.domain.leaks import CachedHistory, Thresholds, consumers
 from dashboard.domain.state import Object, Version, meta
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
-from derived.models import AllocationSpan, ReviewDocument
+from derived.models import DOMAIN_VERSION, AllocationSpan, ReviewDocument
 from derived.rendered import latest_derived
 from derived.writer import covered, held_in_part_of
 
@@ -64,13 +77,15 @@ def review_read(history: StoredHistory, week_start: datetime, thresholds: Thresh
 
 
 def stored_review(history: StoredHistory, week_start: datetime, thresholds: Thresholds) -> dict[str, Any] | None:
-    """The rendered review of ``week_start`` when it may stand for the snapshot ``history`` is as of:
-    rendered with these thresholds, for that snapshot or one less than CLAIMLINE_REVIEW_REFRESH
-    before it, and this code derived the snapshot.
+    """The rendered review of ``week_start`` when it may stand for the snapshot ``history`` is as of,
+    and was rendered with these thresholds.
 
-    Changes since do not matter: a week's figures move little in minutes, and at thousands of
-    nodes rendering one costs seconds of a worker, so it is rendered at most that often (its
-    ``as_of`` says which snapshot it describes)."""
+    A week that has ended as of the snapshot: its final rendering (as of a snapshot on or after
+    the week's end, not after the asked one) by this DOMAIN_VERSION (the module docstring says why).
+    The current week: rendered for that snapshot or one less than CLAIMLINE_REVIEW_REFRESH before
+    it, and this code derived the snapshot. Changes since do not matter: a week's figures move
+    little in minutes, and at thousands of nodes rendering one costs seconds of a worker, so it is
+    rendered at most that often (its ``as_of`` says which snapshot it describes)."""
     row = (
         ReviewDocument.objects.filter(cluster_id=history.cluster.pk, week_start=week_start)
         .select_related("snapshot")
@@ -78,21 +93,31 @@ def stored_review(history: StoredHistory, week_start: datetime, thresholds: Thre
     )
     if row is None or orjson.loads(row.thresholds) != thresholds.as_dict():
         return None
-    age = (history.as_of - row.snapshot.at).total_seconds()
-    if not 0 <= age < settings.CLAIMLINE_REVIEW_REFRESH:
-        return None
-    if not covered(history.snapshot_pk):
-        return None
+    if week_start + WEEK <= history.as_of:
+        if not is_final(row) or row.version != DOMAIN_VERSION or row.snapshot.at > history.as_of:
+            return None
+    else:
+        age = (history.as_of - row.snapshot.at).total_seconds()
+        if not 0 <= age < settings.CLAIMLINE_REVIEW_REFRESH:
+            return None
+        if not covered(history.snapshot_pk):
+            return None
     document: dict[str, Any] = orjson.loads(row.document)
     return document
+
+
+def is_final(row: ReviewDocument) -> bool:
+    """Whether the row was rendered as of a snapshot on or after its week's end."""
+    return row.snapshot.at >= row.week_start + WEEK
 
 
 def render_latest_review(snapshot: Snapshot, force: bool = False) -> bool:
     """Store the review of the week ``snapshot`` falls in, as of it, with the configured thresholds.
 
     False, rendering nothing, when a newer snapshot exists, the snapshot is not derived, or (unless
-    ``force``) the stored review still stands for it (``stored_review``). The cluster's reviews of other weeks are
-    dropped: they describe older snapshots, which no reader is served from.
+    ``force``) the stored review still stands for it (``stored_review``). The cluster's rows of
+    other weeks that are not final are dropped: they describe a week before it ended, which no
+    reader of a later snapshot is served (``derived.past_reviews`` renders the final ones first).
     """
     if not latest_derived(snapshot):
         return False
@@ -104,9 +129,18 @@ def render_latest_review(snapshot: Snapshot, force: bool = False) -> bool:
     source = stored_source(history)
     if source is None:
         return False
-    document = weekly_review(history, week, thresholds, allocations=source)
+    store_review(snapshot, week, thresholds, weekly_review(history, week, thresholds, allocations=source))
+    return True
+
+
+def store_review(snapshot: Snapshot, week: datetime, thresholds: Thresholds, document: dict[str, Any]) -> None:
+    """Write the cluster's row of ``week`` (rendered as of ``snapshot``), dropping the non-final rows of
+    the other weeks that ended before the snapshot's."""
     with transaction.atomic():
-        ReviewDocument.objects.filter(cluster_id=snapshot.cluster_id).exclude(week_start=week).delete()
+        ended = ReviewDocument.objects.filter(
+            cluster_id=snapshot.cluster_id, week_start__lt=week_containing(snapshot.at)
+        )
+        ended.exclude(week_start=week).filter(snapshot__at__lt=F("week_start") + WEEK).delete()
         ReviewDocument.objects.update_or_create(
             cluster_id=snapshot.cluster_id,
             week_start=week,
@@ -114,9 +148,9 @@ def render_latest_review(snapshot: Snapshot, force: bool = False) -> bool:
                 "snapshot": snapshot,
                 "thresholds": orjson.dumps(thresholds.as_dict()).decode(),
                 "document": orjson.dumps(document).decode(),
+                "version": DOMAIN_VERSION,
             },
         )
-    return True
 
 
 def stored_source(history: StoredHistory, claims: bool = True) -> Allocations | None:

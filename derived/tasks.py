@@ -1,4 +1,5 @@
-"""Celery tasks: derivation, /metrics and the review after a collection, apart from it (each may outlast one)."""
+"""Celery tasks: derivation, /metrics and the reviews (the current week's, and a week that ended) after a
+collection, apart from it (each may outlast one)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from celery import shared_task
 from collector.gcpause import release_snapshot
 from collector.models import Snapshot
 from collector.tasks import redis_lock
+from derived.past_reviews import render_reviews
 from derived.pipeline import derive_backlog
 from derived.rendered import render_latest_metrics
-from derived.review import render_latest_review
 
 log = logging.getLogger("claimline.derived")
 
@@ -35,7 +36,7 @@ def render_metrics(snapshot_id: int) -> str:
 
 @shared_task(name="derived.tasks.render_review", ignore_result=True)
 def render_review(snapshot_id: int) -> str:
-    return _render(snapshot_id, render_latest_review)
+    return _render(snapshot_id, render_reviews)
 
 
 @shared_task(name="derived.tasks.derive_cluster", ignore_result=True)

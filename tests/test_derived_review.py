@@ -1,5 +1,6 @@
 """Allocation spans: what the derivation writes for the weekly review, and that rebuilding writes it again;
-the current week's review rendered after a derivation, and when it stands for a later snapshot.
+the current week's review rendered after a derivation, and when it stands for a later snapshot (a
+past week's: tests/test_past_reviews.py).
 
 That the review read from spans equals the review on read at every snapshot is checked with the
 rest of the layer (tests/test_derived.py, tests/test_derived_equivalence.py).
@@ -150,13 +151,17 @@ def test_the_current_weeks_review_is_rendered_at_most_every_refresh_and_stands_m
     assert assert_review_matches_derivation("demo")["reviews"] > 0
 
 
-def test_a_new_week_replaces_the_stored_review(tmp_path: Path) -> None:
+def test_a_new_week_gets_its_own_review_and_the_ended_one_its_final_rendering(tmp_path: Path) -> None:
     objects, dump = small_cluster(), tmp_path / "cluster.json"
     _imported(dump, objects, T0)
     objects.append(b.namespace("team-next-week"))
     _imported(dump, objects, T0 + timedelta(days=7))
-    row = ReviewDocument.objects.get()
-    assert row.week_start == week_containing(T0 + timedelta(days=7))
+    rows = ReviewDocument.objects.order_by("week_start").values_list("week_start", "snapshot__at")
+    # The week rendered as of T0 is rendered again as of the next week's first snapshot (tests/test_past_reviews.py).
+    assert list(rows) == [
+        (week_containing(T0), T0 + timedelta(days=7)),
+        (week_containing(T0 + timedelta(days=7)), T0 + timedelta(days=7)),
+    ]
 
 
 def test_the_review_page_and_csv_read_the_stored_review(demo_history: Any, admin_client: Client) -> None:

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from collector.models import Cluster, Snapshot
 from collector.timeparse import parse_rfc3339
+from derived.past_reviews import render_past_reviews
 from derived.pipeline import Progress, rebuild
 from derived.writer import Derivation, DerivationOrderError
 
@@ -11,7 +12,8 @@ from derived.writer import Derivation, DerivationOrderError
 class Command(BaseCommand):
     help = (
         "Derive the Pod explanations of stored snapshots not derived yet (history imported before the "
-        "derived layer, or derived by other code). Idempotent and resumable: derived snapshots are skipped."
+        "derived layer, or derived by other code), then render the weekly review of every week that ended. "
+        "Idempotent and resumable: derived snapshots and weeks whose review stands are skipped."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -37,6 +39,9 @@ class Command(BaseCommand):
                 ) from None
             if not count:
                 self.stdout.write(f"{cluster.name}: every snapshot is derived already")
+            # Apart from the derivation: history derived before past weeks' reviews were stored has none.
+            for week in render_past_reviews(cluster, since):
+                self.stdout.write(f"{cluster.name}: rendered the review of the week of {week.date().isoformat()}")
 
     def _progress(self, name: str) -> Progress:
         def show(i: int, total: int, snapshot: Snapshot, result: Derivation | None) -> None:
