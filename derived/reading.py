@@ -21,7 +21,8 @@ from django.db.models.functions import Collate
 from dashboard.access import known_namespaces
 from dashboard.domain.audit import audit
 from dashboard.domain.claims import ClaimSummary, claim_summaries, with_leak_flags
-from dashboard.domain.inventory import Inventory
+from dashboard.domain.device_history import DeviceIndex, device_history
+from dashboard.domain.inventory import DeviceId, Inventory
 from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
 from dashboard.domain.overview import WaitingPod, overview
@@ -31,6 +32,7 @@ from dashboard.domain.timefmt import rfc3339
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
 from dashboard.reading import leak_thresholds
+from derived.devices import device_history_of
 from derived.listings import summary_of
 from derived.models import AuditReport, ClaimListing, DeviceCounts, LeakCandidates, PodExplanation
 from derived.rendered import counts_as_of, metrics_text_stands
@@ -226,3 +228,13 @@ def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: Col
         return counts.get(uid_of(pod))
 
     return render_metrics(history, thresholds, collection, counts_of)
+
+
+def device_history_read(history: StoredHistory, device: DeviceId) -> dict[str, Any]:
+    """One device's history: from the claims and Events the layer's lookups name when it covers the
+    snapshot (the device's own, whatever the cluster's size), else from every claim and Event version
+    of the history, indexed once per loaded snapshot for all its device pages."""
+    if covers(history):
+        return device_history_of(history, device)  # a few queries: a document of its own per request
+    index = history.derived("device-index", lambda: DeviceIndex.of(history))
+    return device_history(history, device, index)
