@@ -11,20 +11,21 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from dashboard import charts
-from dashboard.access import is_platform_admin, redactor_for, redactor_of
+from dashboard.access import is_platform_admin, redactor_for, redactor_of, scope_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.capacity import review_csv_rows, review_table, week_containing
-from dashboard.domain.device_history import DeviceIndex, device_history
-from dashboard.domain.inventory import AdvertisedDevice, Inventory, typed_value
+from dashboard.domain.inventory import AdvertisedDevice, DeviceId, Inventory, advertised_devices, typed_value
 from dashboard.domain.matching import class_selectors, match_devices
-from dashboard.domain.redaction import Redactor
+from dashboard.domain.redaction import Redactor, Scope
 from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 from dashboard.domain.state import meta
 from dashboard.history import StoredHistory
 from dashboard.reading import ReadError, leak_thresholds, open_history
 from dashboard.views import render_page
+from derived.reading import device_history_read
 from derived.reports import audit_read, leaks_read
 from derived.review import review_read
+from derived.writer import held_in_part_of
 
 DEVICES_PER_PAGE = 500
 
@@ -128,7 +129,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     rows = [_inventory_row(device, holders.get(device.id), redactor, flagged) for device in page.object_list]
     held = sum(1 for d in devices if d.id in holders)
     counter_sets = [
-        {**u, "holders": _visible(u["holders"], redactor)}
+        {**u, "holders": _visible(u["holders"], redactor.scope)}
         for u in counter_set_usage(known)
         if not node or u.get("node") == node
     ]
@@ -214,29 +215,39 @@ def device_classes(request: HttpRequest, cluster: str) -> HttpResponse:
 @require_GET
 def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    redactor = redactor_for(request.user, c, history.state)
-    # Which claims held a device is written only in the claims: indexed once per snapshot for every device.
-    index = history.derived("device-index", lambda: DeviceIndex.of(history))
-    doc = device_history(history, (driver, pool, name), index)
-    if not doc["claims"] and (driver, pool, name) not in Inventory.of(history.state).by_id:
+    device_id = (driver, pool, name)
+    # Claims and shares are kept or hidden by the namespace alone: the scope, without the namespaces
+    # in use that a redactor lists (or the state it would decode for them).
+    scope = scope_for(request.user, c)
+    doc = device_history_read(history, device_id)
+    # Shares and counter sets need who holds what, which the inventory reads from every live claim;
+    # a snapshot the layer says has no device held in part has neither, and only its slices are read.
+    inventory = None if held_in_part_of(history.snapshot_pk) is False else Inventory.of(history.state)
+    if not doc["claims"] and not _advertised(history, inventory, device_id):
         raise Http404("no such device")
-    hidden = [x for x in doc["claims"] if not redactor.scope.sees(x["namespace"])]
-    doc["claims"] = [x for x in doc["claims"] if redactor.scope.sees(x["namespace"])]
-    doc["preparation_failures"] = [f for f in doc["preparation_failures"] if redactor.scope.sees(f["namespace"])]
-    inventory = Inventory.of(history.state)
-    shared = shared_device_usage(inventory, (driver, pool, name))
+    hidden = [x for x in doc["claims"] if not scope.sees(x["namespace"])]
+    doc["claims"] = [x for x in doc["claims"] if scope.sees(x["namespace"])]
+    doc["preparation_failures"] = [f for f in doc["preparation_failures"] if scope.sees(f["namespace"])]
+    shared = shared_device_usage(inventory, device_id) if inventory is not None else None
     if shared is not None:
-        shared["shares"] = _visible(shared["shares"], redactor)
+        shared["shares"] = _visible(shared["shares"], scope)
     counter_sets = [
-        {**u, "holders": _visible(u["holders"], redactor)} for u in counter_sets_of(inventory, (driver, pool, name))
+        {**u, "holders": _visible(u["holders"], scope)}
+        for u in (counter_sets_of(inventory, device_id) if inventory is not None else ())
     ]
     context = {"cluster": c, "doc": doc, "hidden_claims": len(hidden), "shared": shared, "counter_sets": counter_sets}
     return render_page(request, "dashboard/device.html", context, "device")
 
 
-def _visible(holders: list[dict[str, Any]], redactor: Any) -> list[dict[str, Any]]:
+def _advertised(history: StoredHistory, inventory: Inventory | None, device_id: DeviceId) -> bool:
+    if inventory is not None:
+        return device_id in inventory.by_id
+    return any(d.id == device_id for d in advertised_devices(history.state))  # slices and taint rules only
+
+
+def _visible(holders: list[dict[str, Any]], scope: Scope) -> list[dict[str, Any]]:
     """Holders in namespaces the user may not see keep their amounts, not their names."""
     return [
-        h if redactor.scope.sees(h["namespace"]) else {**h, "claim": "(another namespace)", "claim_uid": ""}
+        h if scope.sees(h["namespace"]) else {**h, "claim": "(another namespace)", "claim_uid": ""}
         for h in holders
     ]

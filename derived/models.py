@@ -310,10 +310,70 @@ class AllocationSpan(models.Model):
         indexes = [
             # The review: spans of cluster C overlapping [a, b) (start < b, end NULL or > a).
             models.Index(fields=["cluster", "start"], name="allocationspan_overlap"),
+            # A device's page: the claims that ever held one device, without reading every claim.
+            models.Index(fields=["cluster", "driver", "pool", "device"], name="allocationspan_device"),
         ]
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name} ({self.claim_uid}) {self.driver}/{self.pool}/{self.device}"
+
+
+class AdminAccessResult(models.Model):
+    """A claim's allocation result with ``adminAccess`` on a device, from the first version showing it.
+
+    Admin access holds nothing, so it is no ``AllocationSpan``; the device's page still lists the
+    claim among those that named the device, and finds it here. Written with the spans, from the
+    same versions of the claims a snapshot changed.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="admin_access_results")
+    claim_uid = models.CharField(max_length=64)
+    driver = models.CharField(max_length=253)
+    pool = models.CharField(max_length=253)
+    device = models.CharField(max_length=253)
+    seen = models.DateTimeField(help_text="The first version that showed the result.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "claim_uid", "driver", "pool", "device"], name="adminaccessresult_identity"
+            ),
+        ]
+        indexes = [
+            # A device's page, as for the spans.
+            models.Index(fields=["cluster", "driver", "pool", "device"], name="adminaccessresult_device"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.claim_uid} admin access to {self.driver}/{self.pool}/{self.device}"
+
+
+class PreparationFailureEvent(models.Model):
+    """An Event that was, in some version, a FailedPrepare* about a Pod (``device_history.failing_pod``).
+
+    A device's page reads the failures of the Pods that consumed its claims: this finds their
+    Events without reading every Event of the history. Which version counts is decided on read
+    (the Event's last as of the asked time), so a row only says where to look.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="preparation_failure_events")
+    event_uid = models.CharField(max_length=64)
+    pod_uid = models.CharField(max_length=64)
+    seen = models.DateTimeField(help_text="The first version that was such a failure.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "event_uid", "pod_uid"], name="preparationfailureevent_identity"
+            ),
+        ]
+        indexes = [
+            # A device's page: the failures of its claims' consumer Pods.
+            models.Index(fields=["cluster", "pod_uid"], name="preparationfailureevent_pod"),
+        ]
+
+    def __str__(self) -> str:
+        return f"event {self.event_uid} failed preparing Pod {self.pod_uid}"
 
 
 # The rows versioned like the history (valid from/to): rebuild-derived forgets them from a time on,

@@ -19,6 +19,8 @@ from django.db.models.functions import Collate
 
 from dashboard.access import known_namespaces
 from dashboard.domain.claims import ClaimSummary, claim_summaries, with_leak_flags
+from dashboard.domain.device_history import DeviceIndex, device_history
+from dashboard.domain.inventory import DeviceId
 from dashboard.domain.leaks import Thresholds
 from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
 from dashboard.domain.overview import WaitingPod, overview
@@ -27,6 +29,7 @@ from dashboard.domain.state import Object, uid_of
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
 from dashboard.reading import leak_thresholds
+from derived.devices import device_history_of
 from derived.listings import summary_of
 from derived.models import ClaimListing, DeviceCounts, PodExplanation
 from derived.rendered import counts_as_of, metrics_text_stands
@@ -182,3 +185,13 @@ def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: Col
     leaks = leaks_read(history, thresholds) if covered_now else None
     audit_doc = audit_read(history) if covered_now else None
     return render_metrics(history, thresholds, collection, counts_of, leaks=leaks, audit_doc=audit_doc)
+
+
+def device_history_read(history: StoredHistory, device: DeviceId) -> dict[str, Any]:
+    """One device's history: from the claims and Events the layer's lookups name when it covers the
+    snapshot (the device's own, whatever the cluster's size), else from every claim and Event version
+    of the history, indexed once per loaded snapshot for all its device pages."""
+    if covers(history):
+        return device_history_of(history, device)  # a few queries: a document of its own per request
+    index = history.derived("device-index", lambda: DeviceIndex.of(history))
+    return device_history(history, device, index)

@@ -9,7 +9,7 @@ snapshot twice, or after a rebuild reopened spans, write the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
 import orjson
@@ -48,8 +48,13 @@ def claim_versions(cluster_id: int, uids: Iterable[str] | None, until: datetime)
             yield current
 
 
-def write_spans(snapshot: Snapshot, full: bool) -> int:
-    """Bring the spans of the claims ``snapshot`` changed (every claim when ``full``) in line; rows changed."""
+def write_spans(
+    snapshot: Snapshot, full: bool, observe: Callable[[str, list[Version]], None] | None = None
+) -> int:
+    """Bring the spans of the claims ``snapshot`` changed (every claim when ``full``) in line; rows changed.
+
+    ``observe(uid, versions)`` sees each claim read: what else is derived from a claim's versions
+    (``derived.devices.AdminAccessRows``) reads them once with the spans."""
     cluster_id = snapshot.cluster_id
     uids: set[str] | None = None
     if not full and not snapshot.changed:
@@ -68,6 +73,8 @@ def write_spans(snapshot: Snapshot, full: bool) -> int:
     ends: dict[datetime | None, list[int]] = {}
     gone: list[int] = []
     for uid, versions in claim_versions(cluster_id, uids, snapshot.at):
+        if observe is not None:
+            observe(uid, versions)
         mine = stored.pop(uid, {})
         namespace = claim_namespace(versions)
         name = next((ns_name(v.obj)[1] for v in reversed(versions) if v.obj is not None), "")

@@ -1,5 +1,6 @@
 """Deriving a stored snapshot's Pod explanations into ``PodExplanation`` rows, and the allocation
-spans of the claims it changed into ``AllocationSpan`` rows (``derived.spans``).
+spans of the claims it changed into ``AllocationSpan`` rows (``derived.spans``; with them the device
+pages' lookups, ``derived.devices``).
 
 The domain stays the one definition of a verdict: every document is what
 ``verdicts.explain_incarnation`` returns, over the same ``StoredHistory`` a page would
@@ -44,6 +45,7 @@ from dashboard.domain.overview import devices_by_model
 from dashboard.domain.state import HistoryView, Version, uid_of
 from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
+from derived.devices import AdminAccessRows, forget_device_rows_from, write_failure_events
 from derived.listings import write_claim_listings
 from derived.models import (
     DOMAIN_VERSION,
@@ -188,7 +190,10 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
             written += _write_device_counts(snapshot, history)
         written += _write_leak_candidates(snapshot, history, full)
-        write_spans(snapshot, full)
+        admin_access = AdminAccessRows()
+        write_spans(snapshot, full, admin_access.observe)
+        admin_access.write(snapshot.cluster_id, full)
+        write_failure_events(snapshot, full)
         written += write_claim_listings(snapshot, full, history.state)
         DerivedSnapshot.objects.create(
             held_in_part=_held_in_part(history, None if full else previous, changed_inventory),
@@ -433,6 +438,7 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
             model.objects.filter(cluster=cluster, valid_from__gte=at).delete()
             model.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
         forget_spans_from(cluster.pk, at)
+        forget_device_rows_from(cluster.pk, at)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
         ReviewDocument.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()

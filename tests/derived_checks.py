@@ -13,6 +13,7 @@ from dashboard.access import known_namespaces
 from dashboard.domain.audit import audit
 from dashboard.domain.capacity import weekly_review
 from dashboard.domain.claims import claim_summaries
+from dashboard.domain.device_history import DeviceIndex, device_history
 from dashboard.domain.leaks import Thresholds, find_leaks
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.overview import overview
@@ -26,6 +27,7 @@ from derived.reading import (
     audit_read,
     claims_read,
     covers,
+    device_history_read,
     explain_read,
     leaks_read,
     metrics_read,
@@ -42,7 +44,8 @@ def _json(doc: Any) -> Any:
 
 def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, since: datetime | None = None) -> int:
     """Every Pod incarnation at every snapshot (from ``since``): the stored explain document equals
-    explain's; the audit and /metrics too. Returns how many documents were compared."""
+    explain's; the audit, every device's history and /metrics too. Returns how many Pod documents
+    were compared."""
     cluster = Cluster.objects.get(name=cluster_name)
     pods = sorted(
         set(ObjectVersion.objects.filter(cluster=cluster, kind="Pod").values_list("namespace", "name", "uid"))
@@ -67,6 +70,7 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             assert Redactor(member.scope, named()).document(read) == member.document(derived), (at, namespace, name)
             compared += 1
         assert audit_read(history) == audit(StoredHistory(cluster, at)), at
+        _assert_device_histories_match(cluster, at)
         for kind in ("ResourceSlice", "ResourceClaim", "Pod"):  # what the audit reads of deleted slices
             assert history.deleted(kind) == deleted_of(history.all_versions(kind)), (at, kind)
         for redactor in _redactors(history):  # the overview and the claims list, as an admin and as a team member
@@ -87,6 +91,17 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
                 at
             )
     return compared
+
+
+def _assert_device_histories_match(cluster: Cluster, at: datetime) -> None:
+    """Every device any claim named up to ``at`` (and one none did): the layer's device history equals
+    the one indexed from every claim and Event version."""
+    on_read = StoredHistory(cluster, at)
+    index = DeviceIndex.of(on_read)
+    devices = [*sorted(index.holdings), ("gpu.example.com", "no-pool", "never-held")]
+    for device in devices:
+        layer = device_history_read(StoredHistory(cluster, at), device)
+        assert _json(layer) == _json(device_history(on_read, device, index)), (at, device)
 
 
 def _redactors(history: StoredHistory) -> list[Redactor]:

@@ -13,14 +13,22 @@ from django.core.management import call_command
 from django.test import Client
 
 from collector.collect import collect
-from collector.models import Cluster, Snapshot
+from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.config import ClusterSource
+from dashboard.domain.device_history import DeviceIndex, device_history
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
-from derived.models import AllocationSpan, AuditReport, DerivedSnapshot, MetricsText, PodExplanation
-from derived.reading import covers, stored_explain
+from derived.models import (
+    AllocationSpan,
+    AuditReport,
+    DerivedSnapshot,
+    MetricsText,
+    PodExplanation,
+    PreparationFailureEvent,
+)
+from derived.reading import covers, device_history_read, stored_explain
 from tests.clusters import T0, small_cluster
 from tests.derived_checks import assert_layer_matches_derivation, assert_review_matches_derivation
 from tests.scenarios import SCENARIOS
@@ -191,6 +199,14 @@ def test_pruning_drops_derived_documents_no_later_query_reads(tmp_path: Path) ->
         stored = stored_explain(history, namespace, name)
         assert stored is not None
         assert stored["verdict"] == explain(history, namespace, name)["verdict"], (namespace, name)
+    # The device pages' lookups name more than the pruned history keeps: the answer is the same.
+    on_read = StoredHistory(Cluster.objects.get(name="demo"))
+    index = DeviceIndex.of(on_read)
+    assert index.holdings
+    for device in index.holdings:
+        assert device_history_read(history, device) == device_history(on_read, device, index), device
+    events = set(ObjectVersion.objects.filter(kind="Event").values_list("uid", flat=True))
+    assert set(PreparationFailureEvent.objects.values_list("event_uid", flat=True)) <= events
 
 
 def test_verdicts_that_move_with_time_are_derived_again_at_every_snapshot(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ the hardware (or its driver state) rather than at any one workload.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 from dashboard.domain.claims import consumers
 from dashboard.domain.inventory import DeviceId, allocated_devices
 from dashboard.domain.leaks import allocation_time
-from dashboard.domain.state import HistoryView, Object, meta, ns_name, uid_of
+from dashboard.domain.state import HistoryView, Object, Version, meta, ns_name, uid_of
 from dashboard.domain.timefmt import rfc3339
 
 PREPARE_FAILURES = ("FailedPrepareDynamicResources", "FailedPrepareResources")
@@ -49,17 +50,31 @@ class DeviceIndex:
 
     @classmethod
     def of(cls, history: HistoryView) -> DeviceIndex:
-        return cls(_holdings(history), _failures(history))
+        return cls(
+            holdings(history.all_versions("ResourceClaim").items()),
+            preparation_failures(history.all_versions("Event").values()),
+        )
 
 
-def _holdings(history: HistoryView) -> dict[DeviceId, list[_Holding]]:
-    """Every stretch a claim held a device, from its allocation time until released or gone."""
+def devices_named(claim: Object) -> set[DeviceId]:
+    """The devices a claim version's allocation names, adminAccess results included: the device's
+    page lists an admin's access next to the holders (a reader may ask who touched it)."""
+    return {d.id for d in allocated_devices(claim)}
+
+
+def holdings(claims: Iterable[tuple[str, Sequence[Version]]]) -> dict[DeviceId, list[_Holding]]:
+    """Every stretch a claim held a device, from its allocation time until released or gone.
+
+    ``claims``: (UID, versions) in UID order, every claim of the history or only those that may
+    have named the asked device (the derived layer's lookup); a claim that never named a device
+    adds nothing to its stretches, so both give the same answer for it.
+    """
     out: dict[DeviceId, list[_Holding]] = {}
-    for uid, versions in history.all_versions("ResourceClaim").items():
+    for uid, versions in claims:
         current: dict[DeviceId, _Holding] = {}
         for version in versions:
             obj = version.obj
-            held = {d.id for d in allocated_devices(obj)} if obj is not None else set()
+            held = devices_named(obj) if obj is not None else set()
             for device in [d for d in current if d not in held]:
                 ended = current.pop(device)
                 ended.until = version.at
@@ -81,14 +96,30 @@ def _holdings(history: HistoryView) -> dict[DeviceId, list[_Holding]]:
     return out
 
 
-def _failures(history: HistoryView) -> dict[str, list[Object]]:
+def failing_pod(event: Object) -> str | None:
+    """The UID of the Pod a FailedPrepare* event is about; None for any other event."""
+    involved = event.get("involvedObject") or {}
+    if involved.get("uid") and event.get("reason") in PREPARE_FAILURES:
+        return str(involved["uid"])
+    return None
+
+
+def preparation_failures(events: Iterable[Sequence[Version]]) -> dict[str, list[Object]]:
+    """FailedPrepare* events by Pod UID, each as its last stored content says (a count that grew
+    is read at its newest). ``events``: each Event's versions, every Event of the history or only
+    those that were ever about the Pods asked (an Event about no asked Pod adds nothing for them)."""
     out: dict[str, list[Object]] = {}
-    for versions in history.all_versions("Event").values():
+    for versions in events:
         last = next((v.obj for v in reversed(versions) if v.obj is not None), None)
-        involved = (last or {}).get("involvedObject") or {}
-        if last is not None and involved.get("uid") and last.get("reason") in PREPARE_FAILURES:
-            out.setdefault(str(involved["uid"]), []).append(last)
+        pod = failing_pod(last) if last is not None else None
+        if last is not None and pod is not None:
+            out.setdefault(pod, []).append(last)
     return out
+
+
+def consumers_of(index: DeviceIndex, device: DeviceId) -> set[str]:
+    """The UIDs of the Pods that consumed a claim while it held ``device``: whose failures count."""
+    return {pod for holding in index.holdings.get(device, ()) for pod in holding.consumers}
 
 
 def device_history(history: HistoryView, device: DeviceId, index: DeviceIndex | None = None) -> dict[str, Any]:
