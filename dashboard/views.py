@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -16,7 +17,10 @@ from dashboard.access import is_platform_admin, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.claims import summarize_claim
 from dashboard.domain.diff import diff
+from dashboard.domain.redaction import Redactor, Scope, referenced_namespaces
+from dashboard.history import NoSnapshot, latest_snapshot_time, namespaces_in_use
 from dashboard.reading import ReadError, open_history
+from derived.claim_rows import claim_judgements
 from derived.reading import claims_page
 
 CLAIMS_PER_PAGE = 200
@@ -57,7 +61,8 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     )
     if not rows:
         raise Http404("no such claim")
-    require_namespace(scope_for(request.user, c), rows[0]["namespace"])
+    scope = scope_for(request.user, c)
+    require_namespace(scope, rows[0]["namespace"])
     versions = []
     previous = None
     for row in rows:
@@ -74,8 +79,28 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         )
         previous = obj
     latest = next((v["summary"] for v in reversed(versions) if v["summary"]), None)
-    context = {"cluster": c, "uid": uid, "claim": latest, "versions": list(reversed(versions))}
+    context = {
+        "cluster": c,
+        "uid": uid,
+        "claim": latest,
+        "versions": list(reversed(versions)),
+        "judgements": _judgements(scope, c, uid),
+    }
     return render_page(request, "dashboard/claim.html", context, "versions")
+
+
+def _judgements(scope: Scope, cluster: Any, uid: str) -> list[dict[str, Any]]:
+    """The claim's boundary states and timeline as each Pod using it was last judged (derived rows),
+    redacted for a team member: a message may name another team's claim holding the devices."""
+    try:
+        as_of = latest_snapshot_time(cluster)
+    except NoSnapshot:
+        return []
+    judged = [asdict(j) for j in claim_judgements(cluster, uid, as_of)]
+    if scope.admin or not judged:
+        return judged
+    named = namespaces_in_use(cluster, as_of, among=referenced_namespaces(judged))
+    return list(Redactor(scope, named).document(judged))
 
 
 def snapshots(request: HttpRequest, cluster: str) -> HttpResponse:

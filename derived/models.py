@@ -16,10 +16,14 @@ from django.db.models import Q
 import dashboard.domain
 from collector.models import Cluster, Snapshot
 
+# The layer's own shape, apart from the domain: a table added to it leaves snapshots derived
+# before without its rows, so they must count as derived by other code (rebuild-derived fills them).
+LAYER_SHAPE = b"claim-boundaries"
+
 
 def _domain_digest() -> str:
     """The domain's source: documents derived by other code are not what this code would say."""
-    digest = hashlib.blake2b(digest_size=8)
+    digest = hashlib.blake2b(LAYER_SHAPE, digest_size=8)
     for path in sorted(Path(dashboard.domain.__file__).parent.glob("*.py")):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -225,6 +229,75 @@ class ClaimListing(models.Model):
         return f"{self.namespace}/{self.name} ({self.claim_uid}) from {self.valid_from.isoformat()}"
 
 
+class ClaimBoundary(models.Model):
+    """One claim's state at one of the four boundaries, as one Pod incarnation's explain document
+    judged it (a claim shared by several Pods has rows per Pod: preparation and injection happen
+    per Pod), valid from/to as that judgement is. The claim page reads them; a query over them
+    answers "which claims fail at preparation, since when" without decoding a document.
+
+    Written with the Pod's explanation when the claim's part of it changed (derived.claim_rows).
+    The evidence leaves out the per-device checks of a simulation (thousands at scale): the
+    Pod's page lists them, and ``device_checks`` says how many there were.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="claim_boundaries")
+    claim_uid = models.CharField(max_length=64)
+    pod_uid = models.CharField(max_length=64)
+    pod_name = models.CharField(max_length=253, help_text="A Pod uses claims of its own namespace only.")
+    namespace = models.CharField(max_length=253)
+    boundary = models.CharField(max_length=16)
+    state = models.CharField(max_length=16)
+    reason = models.CharField(max_length=64, blank=True)
+    since = models.CharField(max_length=40, blank=True, help_text="RFC 3339, as the explain document has it.")
+    message = models.TextField(blank=True)
+    evidence = models.TextField(help_text="JSON: the boundary's evidence without per-device checks.")
+    device_checks = models.PositiveIntegerField(default=0)
+    content_hash = models.CharField(max_length=32, help_text="Of the claim's whole part of the document.")
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The claim page: a claim's rows valid at T.
+            models.Index(fields=["cluster", "claim_uid", "valid_from"], name="claimboundary_by_claim"),
+            # The writer compares each judged Pod's claims with their open rows.
+            models.Index(fields=["cluster", "pod_uid"], name="claimboundary_head", condition=Q(valid_to__isnull=True)),
+            # Boundary health as of T: the rows valid then, by boundary and state.
+            models.Index(fields=["cluster", "valid_to", "valid_from"], name="claimboundary_asof"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.claim_uid} {self.boundary}={self.state} for Pod {self.pod_uid}"
+
+
+class ClaimTransition(models.Model):
+    """One entry of a claim's timeline as a Pod incarnation's explain document has it (created,
+    allocated, reserved, prepared, events…), in order, valid from/to with that judgement."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="claim_transitions")
+    claim_uid = models.CharField(max_length=64)
+    pod_uid = models.CharField(max_length=64)
+    position = models.PositiveIntegerField()
+    at = models.CharField(max_length=40, blank=True, help_text="RFC 3339, as the explain document has it.")
+    boundary = models.CharField(max_length=16, blank=True)
+    what = models.TextField()
+    source = models.CharField(max_length=253, blank=True)
+    about_claim = models.BooleanField(default=False, help_text="Names this claim, not only its Pod.")
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["cluster", "claim_uid", "valid_from"], name="claimtransition_by_claim"),
+            models.Index(
+                fields=["cluster", "pod_uid"], name="claimtransition_head", condition=Q(valid_to__isnull=True)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.claim_uid} #{self.position}: {self.what}"
+
+
 class MetricsText(models.Model):
     """/metrics as of a cluster's latest derived snapshot, rendered by the derivation.
 
@@ -379,11 +452,20 @@ class PreparationFailureEvent(models.Model):
 # The rows versioned like the history (valid from/to): rebuild-derived forgets them from a time on,
 # retention drops those that ended before its cutoff.
 VERSIONED: tuple[
-    type[PodExplanation] | type[AuditReport] | type[DeviceCounts] | type[LeakCandidates] | type[ClaimListing], ...
+    type[PodExplanation]
+    | type[AuditReport]
+    | type[DeviceCounts]
+    | type[LeakCandidates]
+    | type[ClaimListing]
+    | type[ClaimBoundary]
+    | type[ClaimTransition],
+    ...,
 ] = (
     PodExplanation,
     AuditReport,
     DeviceCounts,
     LeakCandidates,
     ClaimListing,
+    ClaimBoundary,
+    ClaimTransition,
 )

@@ -45,6 +45,7 @@ from dashboard.domain.overview import devices_by_model
 from dashboard.domain.state import HistoryView, Version, uid_of
 from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
+from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.devices import AdminAccessRows, forget_device_rows_from, write_failure_events
 from derived.listings import write_claim_listings
 from derived.models import (
@@ -181,6 +182,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             # Rows of Pods gone meanwhile may be stale (or judged by other code): they end here,
             # and those Pods are read the old way from now on.
             _open(snapshot.cluster_id).exclude(pod_uid__in=pods).update(valid_to=snapshot.at)
+            end_claim_rows_of(snapshot.cluster_id, snapshot.at, keep=pods)
         else:
             pods = affected_pods(snapshot) if snapshot.changed else set()
             pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
@@ -324,6 +326,7 @@ def _write(snapshot: Snapshot, history: _SnapshotHistory, pods: set[str]) -> int
             heads[pod_uid] = (pk, digest)
     superseded: list[int] = []
     rows: list[PodExplanation] = []
+    changed: dict[str, dict[str, Any]] = {}
     for pod_uid in uids:
         doc = explain_incarnation(history, pod_uid, inventory_of=history.inventory_of)
         if doc is None:
@@ -336,10 +339,11 @@ def _write(snapshot: Snapshot, history: _SnapshotHistory, pods: set[str]) -> int
         if head is not None:
             superseded.append(head[0])
         rows.append(_row(snapshot, pod_uid, doc, content.decode(), digest, history))
+        changed[pod_uid] = doc
     for start in range(0, len(superseded), BATCH):
         PodExplanation.objects.filter(pk__in=superseded[start : start + BATCH]).update(valid_to=at)
     PodExplanation.objects.bulk_create(rows, batch_size=BATCH)
-    return len(rows)
+    return len(rows) + write_claim_rows(snapshot.cluster_id, at, changed)
 
 
 # The cluster-wide documents kept one row per span of snapshots: the head is open (valid_to NULL).

@@ -23,6 +23,7 @@ from dashboard.domain.timefmt import parse_time
 from dashboard.domain.verdicts import explain
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
+from derived.claim_rows import claim_judgements, judgements_from
 from derived.reading import (
     audit_read,
     claims_read,
@@ -58,6 +59,7 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
         history = StoredHistory(cluster, at)
         assert covers(history), f"snapshot at {at} is not derived"
         member = _redactors(history)[1]
+        judged: list[Any] = []
         for namespace, name, uid in pods:
             if uid not in history.uids_named("Pod", namespace, name):
                 continue
@@ -65,11 +67,16 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             assert stored is not None, (at, namespace, name, uid)
             derived = explain(StoredHistory(cluster, at), namespace, name, pod_uid=uid)
             assert _json(stored) == _json(derived), (at, namespace, name, uid)
+            judged.append(derived)
             # A team member's copy: redacted knowing only the namespaces the document names.
             read, named = explain_read(history, namespace, name, uid)
             assert Redactor(member.scope, named()).document(read) == member.document(derived), (at, namespace, name)
             compared += 1
         assert audit_read(history) == audit(StoredHistory(cluster, at)), at
+        for claim_uid in sorted({c["uid"] for doc in judged for c in doc["claims"] if c.get("uid")}):
+            # Each claim's boundary and timeline rows: its part of every document that judged it.
+            rows = claim_judgements(cluster, claim_uid, at)
+            assert _json(rows) == _json(judgements_from(judged, claim_uid)), (at, claim_uid)
         _assert_device_histories_match(cluster, at)
         for kind in ("ResourceSlice", "ResourceClaim", "Pod"):  # what the audit reads of deleted slices
             assert history.deleted(kind) == deleted_of(history.all_versions(kind)), (at, kind)

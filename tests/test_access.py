@@ -222,3 +222,17 @@ def test_namespaces_in_use_among_a_documents_names_is_the_full_answer_cut_to_the
     with CaptureQueriesContext(connection) as queries:
         assert namespaces_in_use(cluster, at, among=()) == set()
     assert len(queries) == 0
+
+
+def test_claim_page_shows_its_boundaries_redacted_for_a_member(clients: dict[str, Client]) -> None:
+    # The claim page reads the claim's stored boundary rows; the allocation message names the other
+    # team's claim holding the devices, which only the owner sees.
+    doc = clients["owner"].get("/api/explain", {"pod": "ml-training/pretrain-8xh100-q7n4k"}).json()
+    uid = doc["claims"][0]["uid"]
+    owner = body(clients["owner"], f"/c/demo/claims/{uid}/")
+    member = body(clients["member"], f"/c/demo/claims/{uid}/")
+    for page in (owner, member):
+        assert 'data-testid="claim-boundaries"' in page and "devices-in-use" in page
+        assert 'data-boundary="allocation"' in page and "pretrain-8xh100-q7n4k" in page
+    assert "llama-serve" in owner
+    assert "llama-serve" not in member and "another namespace" in member
