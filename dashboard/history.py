@@ -260,6 +260,15 @@ def uids_named(cluster: Cluster, kind: str, namespace: str, name: str, as_of: da
     return list(dict.fromkeys(rows))
 
 
+def live_containing(cluster: Cluster, as_of: datetime, kind: str, text: str) -> list[Object]:
+    """The objects of ``kind`` live as of ``as_of`` whose stored JSON contains ``text``: the database
+    picks the few a caller looks for (Events of one reason) instead of every one being decoded."""
+    rows = ObjectVersion.objects.filter(
+        _as_of_filter(as_of), cluster=cluster, kind=kind, deleted=False, content__contains=text
+    )
+    return [orjson.loads(content) for content in rows.values_list("content", flat=True).iterator(2000)]
+
+
 def namespaces_in_use(cluster: Cluster, as_of: datetime, among: Iterable[str] | None = None) -> set[str]:
     """The names of live Namespaces and the namespaces of live claims and Pods, as of ``as_of``.
 

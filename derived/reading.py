@@ -22,18 +22,17 @@ from dashboard.domain.claims import ClaimSummary, claim_summaries, with_leak_fla
 from dashboard.domain.device_history import DeviceIndex, device_history
 from dashboard.domain.inventory import DeviceId
 from dashboard.domain.leaks import Thresholds
-from dashboard.domain.metrics import CollectionHealth, PodCounts, render_collection, render_metrics
+from dashboard.domain.metrics import CollectionHealth, render_collection, render_metrics
 from dashboard.domain.overview import WaitingPod, overview
 from dashboard.domain.redaction import Redactor, Scope, referenced_namespaces
-from dashboard.domain.state import Object, uid_of
 from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
 from dashboard.reading import leak_thresholds
 from derived.devices import device_history_of
 from derived.listings import summary_of
 from derived.models import ClaimListing, DeviceCounts, PodExplanation
-from derived.rendered import counts_as_of, metrics_text_stands
-from derived.reports import audit_read, leaks_read, valid_rows
+from derived.rendered import metrics_text_stands
+from derived.reports import audit_read, known_for, leaks_read, valid_rows
 from derived.review import stored_source
 from derived.writer import covered
 
@@ -172,20 +171,11 @@ def explain_read(
 
 def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: CollectionHealth | None = None) -> str:
     """/metrics: the text the derivation rendered for this snapshot (completed with the run-health
-    families), else rendered now with the Pods' counts from the layer when it covers the snapshot."""
-    covered_now = covers(history)
-    stored = metrics_text_stands(history.cluster.pk, history.as_of, thresholds.as_dict()) if covered_now else None
+    families), else rendered now from what the layer stored of it when it covers the snapshot."""
+    stored = metrics_text_stands(history.cluster.pk, history.as_of, thresholds.as_dict()) if covers(history) else None
     if stored is not None:
         return stored.text + (render_collection(collection) if collection else "")
-    counts = counts_as_of(history.cluster.pk, history.as_of) if covered_now else {}
-
-    def counts_of(pod: Object) -> PodCounts | None:
-        return counts.get(uid_of(pod))
-
-    leaks = leaks_read(history, thresholds) if covered_now else None
-    audit_doc = audit_read(history) if covered_now else None
-    return render_metrics(history, thresholds, collection, counts_of, leaks=leaks, audit_doc=audit_doc)
-
+    return render_metrics(history, thresholds, collection, known_for(history, thresholds))
 
 def device_history_read(history: StoredHistory, device: DeviceId) -> dict[str, Any]:
     """One device's history: from the claims and Events the layer's lookups name when it covers the

@@ -16,13 +16,12 @@ from django.conf import settings
 from django.db.models import Q
 
 from collector.models import Snapshot
-from dashboard.domain.metrics import PodCounts, render_metrics
-from dashboard.domain.state import uid_of
+from dashboard.domain.metrics import render_metrics
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
-from derived.models import DerivedSnapshot, MetricsText, PodExplanation
-from derived.reports import audit_read, leaks_read
-from derived.writer import BATCH, USABLE, covered
+from derived.models import DerivedSnapshot, MetricsText
+from derived.reports import known_for
+from derived.writer import USABLE, covered
 
 
 def latest_derived(snapshot: Snapshot) -> bool:
@@ -49,14 +48,6 @@ def stands_for(cluster_id: int, rendered_at: datetime, at: datetime, refresh: fl
     return not derived.filter(rows_written__gt=0).exists() and derived.count() == between.count()
 
 
-def counts_as_of(cluster_id: int, at: datetime) -> dict[str, PodCounts]:
-    """What /metrics counts of every live, unfinished Pod valid at ``at``, by Pod UID."""
-    rows = PodExplanation.objects.filter(
-        Q(valid_to__isnull=True) | Q(valid_to__gt=at), cluster_id=cluster_id, counted=True, valid_from__lte=at
-    ).values_list("pod_uid", "states")
-    return {pod: orjson.loads(states) for pod, states in rows.iterator(BATCH)}
-
-
 def render_latest_metrics(snapshot: Snapshot, force: bool = False) -> bool:
     """Store the cluster's /metrics as of ``snapshot``, Pods' counts read from its derived rows;
     the run-health families are added when it is served (failed runs after it change them).
@@ -71,10 +62,7 @@ def render_latest_metrics(snapshot: Snapshot, force: bool = False) -> bool:
     if not force and metrics_text_stands(snapshot.cluster_id, snapshot.at, thresholds.as_dict()) is not None:
         return False
     history = StoredHistory(snapshot.cluster, snapshot.at)
-    counts = counts_as_of(snapshot.cluster_id, snapshot.at)
-    # The leak report and the audit are the derivation's, read from the layer, not computed again.
-    leaks, audit_doc = leaks_read(history, thresholds), audit_read(history)
-    text = render_metrics(history, thresholds, None, lambda pod: counts.get(uid_of(pod)), leaks, audit_doc)
+    text = render_metrics(history, thresholds, None, known_for(history, thresholds))
     MetricsText.objects.update_or_create(
         cluster_id=snapshot.cluster_id,
         defaults={"snapshot": snapshot, "thresholds": orjson.dumps(thresholds.as_dict()).decode(), "text": text},

@@ -1,6 +1,7 @@
 """The cluster-wide reports read from the derived layer: the leak report from the stored leak
-candidates, the audit from its stored warnings; each computed on read when the layer does not
-cover the asked snapshot. Pages, the API and the /metrics rendering share them.
+candidates, the audit from its stored warnings, the Pods' counts /metrics needs; each computed on
+read when the layer does not cover the asked snapshot. Pages, the API and the /metrics rendering
+share them.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from django.db.models import Q
 from dashboard.domain.audit import audit
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import Thresholds, find_leaks
-from dashboard.domain.state import ClusterState
+from dashboard.domain.metrics import Known, PodCounts
+from dashboard.domain.state import ClusterState, Object, uid_of
 from dashboard.domain.timefmt import rfc3339
-from dashboard.history import StoredHistory
-from derived.models import AuditReport, LeakCandidates
-from derived.writer import covered, held_in_part_of
+from dashboard.history import StoredHistory, live_containing
+from derived.models import AuditReport, LeakCandidates, PodExplanation
+from derived.writer import BATCH, covered, held_in_part_of
 
 
 def valid_rows(history: StoredHistory, model: Any) -> Any:
@@ -62,3 +64,34 @@ def audit_read(history: StoredHistory) -> dict[str, Any]:
         if row is not None:
             return {"as_of": rfc3339(history.as_of), "warnings": orjson.loads(row)}
     return history.derived("audit", lambda: audit(history))
+
+
+def counts_as_of(cluster_id: int, at: datetime) -> dict[str, PodCounts]:
+    """What /metrics counts of every live, unfinished Pod valid at ``at``, by Pod UID."""
+    rows = PodExplanation.objects.filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=at), cluster_id=cluster_id, counted=True, valid_from__lte=at
+    ).values_list("pod_uid", "states")
+    return {pod: orjson.loads(states) for pod, states in rows.iterator(BATCH)}
+
+
+# Every reason /metrics counts as a preparation failure has it in its name (tests/test_metrics.py).
+PREPARE_FAILURE_MARK = "FailedPrepare"
+
+
+def known_for(history: StoredHistory, thresholds: Thresholds) -> Known:
+    """What /metrics reads of a snapshot the layer covers instead of the whole state: the Pods'
+    stored counts, the stored leak report and audit, and only the live Events that may be
+    preparation failures. Nothing when it does not cover it (every family is computed then)."""
+    if not covered(history.snapshot_pk):
+        return Known()
+    counts = counts_as_of(history.cluster.pk, history.as_of)
+
+    def counts_of(pod: Object) -> PodCounts | None:
+        return counts.get(uid_of(pod))
+
+    return Known(
+        counts_of=counts_of,
+        leaks=leaks_read(history, thresholds),
+        audit=audit_read(history),
+        preparation_events=live_containing(history.cluster, history.as_of, "Event", PREPARE_FAILURE_MARK),
+    )

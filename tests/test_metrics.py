@@ -304,3 +304,11 @@ def test_inventory_age_of_a_pool_follows_its_newest_slice() -> None:
     families = parse(render_metrics(history))
     assert value(families, "claimline_devices_advertised", driver="gpu.nvidia.com", pool="node-a", node="node-a") == 7
     assert value(families, "claimline_inventory_age_seconds", driver="gpu.nvidia.com", pool="node-a") == 3600
+
+
+def test_the_layer_finds_every_preparation_failure_reason_by_its_mark() -> None:
+    # /metrics asks the database for the live Events containing the mark instead of decoding every one.
+    from dashboard.domain.boundaries import PREPARE_FAILURE_REASONS
+    from derived.reports import PREPARE_FAILURE_MARK
+
+    assert all(PREPARE_FAILURE_MARK in reason for reason in PREPARE_FAILURE_REASONS)

@@ -205,6 +205,19 @@ PodCounts = tuple[tuple[str | None, str], list[ClaimCounts]]
 CountsOf = Callable[[Object], PodCounts | None]
 
 
+@dataclass(frozen=True)
+class Known:
+    """What a caller read of the snapshot already (the derived layer's rows): each part given
+    replaces a pass over the whole state, so /metrics at thousands of nodes does not judge every
+    Pod, rerun the leak report and the audit, or decode every live Event again."""
+
+    counts_of: CountsOf | None = None  # a Pod's counts instead of judging it
+    leaks: Mapping[str, Any] | None = None  # the leak report (find_leaks) as of the snapshot
+    audit: Mapping[str, Any] | None = None  # the audit document as of the snapshot
+    # The live Events that may be preparation failures (a superset: each is checked here).
+    preparation_events: Sequence[Object] | None = None
+
+
 def pod_counts(verdict: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]) -> PodCounts:
     """What the boundary families count, from explain's verdict and claim documents."""
     return (
@@ -221,7 +234,7 @@ def pod_counts(verdict: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]) 
     )
 
 
-def _boundary_families(history: HistoryView, inventory: Inventory, counts_of: CountsOf | None) -> list[Family]:
+def _boundary_families(history: HistoryView, inventory: Inventory, known: Known) -> list[Family]:
     by_state = Family(
         "claim_boundaries",
         "gauge",
@@ -254,7 +267,7 @@ def _boundary_families(history: HistoryView, inventory: Inventory, counts_of: Co
             continue  # finished Pods' claims are the leak report's business
         namespace, _ = ns_name(pod)
         node = str((pod.get("spec") or {}).get("nodeName") or "")
-        counts = counts_of(pod) if counts_of is not None else None
+        counts = known.counts_of(pod) if known.counts_of is not None else None
         if counts is None:
             lifecycles = claim_lifecycles(history, pod, inventory=inventory)
             counts = pod_counts(choose_verdict(pod, lifecycles), (lc.to_dict() for lc in lifecycles))
@@ -325,13 +338,14 @@ def _preparation_times(history: HistoryView) -> list[float]:
     return times
 
 
-def _preparation_failures(history: HistoryView) -> Family:
+def _preparation_failures(history: HistoryView, known: Known) -> Family:
     family = Family(
         "preparation_failures_total",
         "counter",
         "FailedPrepareDynamicResources events (with their repeat counts) by namespace and node.",
     )
-    for ev in sorted(history.state.of_kind("Event"), key=uid_of):
+    events = known.preparation_events
+    for ev in sorted(history.state.of_kind("Event") if events is None else events, key=uid_of):
         if ev.get("reason") not in PREPARE_FAILURE_REASONS:
             continue
         involved = ev.get("involvedObject") or ev.get("regarding") or {}
@@ -383,12 +397,10 @@ def families(
     history: HistoryView,
     thresholds: Thresholds | None = None,
     collection: CollectionHealth | None = None,
-    counts_of: CountsOf | None = None,
-    leaks: Mapping[str, Any] | None = None,
-    audit_doc: Mapping[str, Any] | None = None,
+    known: Known | None = None,
 ) -> list[Family]:
-    """Every family as of ``history.as_of``; ``counts_of`` gives a Pod's counts instead of judging it,
-    and ``leaks`` and ``audit_doc`` the snapshot's leak report and audit when the caller has them."""
+    """Every family as of ``history.as_of``; ``known``: what the caller has read of it already."""
+    known = known or Known()
     inventory = Inventory.of(history.state)
     as_of = Family(
         "as_of_timestamp_seconds",
@@ -408,12 +420,12 @@ def families(
         as_of,
         *_inventory_families(history, inventory),
         _claim_state_family(history),
-        *_boundary_families(history, inventory, counts_of),
+        *_boundary_families(history, inventory, known),
         wait,
         prep,
-        _preparation_failures(history),
-        *_leak_families(history, thresholds or Thresholds(), leaks),
-        _warning_family(history, audit_doc),
+        _preparation_failures(history, known),
+        *_leak_families(history, thresholds or Thresholds(), known.leaks),
+        _warning_family(history, known.audit),
         *(_collection_families(collection) if collection else ()),
     ]
 
@@ -422,16 +434,14 @@ def render_metrics(
     history: HistoryView,
     thresholds: Thresholds | None = None,
     collection: CollectionHealth | None = None,
-    counts_of: CountsOf | None = None,
-    leaks: Mapping[str, Any] | None = None,
-    audit_doc: Mapping[str, Any] | None = None,
+    known: Known | None = None,
 ) -> str:
     """The exposition text; ends with a newline as the format requires.
 
     ``collection`` adds the run-health families; without it (a dump, a test) they are left out.
     """
     lines: list[str] = []
-    for family in families(history, thresholds, collection, counts_of, leaks, audit_doc):
+    for family in families(history, thresholds, collection, known):
         lines.extend(family.render())
     return "\n".join(lines) + "\n"
 
