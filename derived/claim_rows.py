@@ -1,16 +1,16 @@
-"""Each judged claim's four boundary states and its timeline as rows (``ClaimBoundary``,
-``ClaimTransition``), written with the Pod explanations they come from, and read by the claim page.
+"""Each judged claim's four boundary states as rows (``ClaimJudgement``), written with the Pod
+explanations they come from, and read by the claim page.
 
-A claim's part of a Pod's document (``verdicts.explain_incarnation``) is the one definition:
-the rows are that part cut into its boundaries and its timeline entries. They follow the
-document's validity but change less often: a Pod's document changes with every event about
-it, its claim's part only when a boundary or a transition of that claim does, so the rows are
-compared by the hash of the claim's part and rewritten only when it differs.
+A claim's part of a Pod's document (``verdicts.explain_incarnation``) is the one definition: a
+row is that part's states, since-times and reasons. The evidence, messages and timeline stay
+in the Pod's stored document, where they are already: stored again per claim they measured
+as large as the history they derive from (bench/README.md), so the claim page reads them from
+there. A Pod's document changes with every event about it, its claims' states less often, so
+a row is rewritten only when they differ.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,186 +21,128 @@ from django.db.models import Q
 
 from collector.models import Cluster
 from dashboard.domain.boundaries import BOUNDARIES
-from derived.models import ClaimBoundary, ClaimTransition
+from derived.models import ClaimJudgement, PodExplanation
 
 BATCH = 2000
+# What a row holds of each boundary: model fields ``<boundary>_<key>``.
+_KEYS = ("state", "since", "reason")
 
 
-@dataclass(frozen=True)
-class ClaimPart:
-    """What the rows hold of one claim in one Pod's document, in the rows' own terms."""
-
-    claim_uid: str
-    digest: str
-    boundaries: list[dict[str, Any]]  # ClaimBoundary fields, in BOUNDARIES order
-    transitions: list[dict[str, Any]]  # ClaimTransition fields, in the timeline's order
-
-
-def claim_parts(doc: Mapping[str, Any]) -> list[ClaimPart]:
-    """The claims of an explain document (stored or derived on read) as rows' fields; a claim
-    not created yet (no UID) has no page and no rows."""
-    parts = []
+def claim_states(doc: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """A Pod's explain document (stored or derived on read) as its claims' rows' fields, by claim
+    UID; a claim not created yet (no UID) has no page and no row."""
     pod = doc["pod"]
+    out = {}
     for claim in doc["claims"]:
-        uid = claim.get("uid")
-        if not uid:
+        if not claim.get("uid"):
             continue
-        boundaries = [_boundary(str(uid), pod, name, claim["boundaries"][name]) for name in BOUNDARIES]
-        transitions = [
-            {
-                "claim_uid": str(uid),
-                "pod_uid": str(pod["uid"]),
-                "position": i,
-                "at": entry.get("at") or "",
-                "boundary": entry.get("boundary") or "",
-                "what": str(entry.get("what") or ""),
-                "source": str(entry.get("source") or ""),
-                "about_claim": entry.get("claim") is not None,
-            }
-            for i, entry in enumerate(claim.get("timeline") or ())
-        ]
-        digest = hashlib.blake2b(orjson.dumps([boundaries, transitions]), digest_size=16).hexdigest()
-        parts.append(ClaimPart(str(uid), digest, boundaries, transitions))
-    return parts
-
-
-def _boundary(claim_uid: str, pod: Mapping[str, Any], name: str, boundary: Mapping[str, Any]) -> dict[str, Any]:
-    evidence = boundary.get("evidence") or []
-    # A simulation's per-device checks: thousands on a big cluster, listed by the Pod's page.
-    checks = [e for e in evidence if e.get("kind") == "DeviceMatch" and "device" in e]
-    kept = [e for e in evidence if not (e.get("kind") == "DeviceMatch" and "device" in e)]
-    return {
-        "claim_uid": claim_uid,
-        "pod_uid": str(pod["uid"]),
-        "pod_name": str(pod["name"]),
-        "namespace": str(pod["namespace"]),
-        "boundary": name,
-        "state": str(boundary.get("state") or ""),
-        "reason": str(boundary.get("reason") or ""),
-        "since": boundary.get("since") or "",
-        "message": str(boundary.get("message") or ""),
-        "evidence": orjson.dumps(kept).decode(),
-        "device_checks": len(checks),
-    }
+        fields = {"pod_uid": str(pod["uid"]), "pod_name": str(pod["name"]), "namespace": str(pod["namespace"])}
+        for name in BOUNDARIES:
+            boundary = claim["boundaries"][name]
+            fields.update({f"{name}_{key}": str(boundary.get(key) or "") for key in _KEYS})
+        out[str(claim["uid"])] = fields
+    return out
 
 
 def write_claim_rows(cluster_id: int, at: datetime, judged: Mapping[str, Mapping[str, Any]]) -> int:
     """Bring the open rows of the judged Pods (Pod UID → its new document) in line with their
     documents' claims, as of ``at``; rows written."""
-    heads: dict[str, dict[str, str]] = {}  # Pod UID → claim UID → the hash of its open rows
+    compared = ["claim_uid", *(f"{name}_{key}" for name in BOUNDARIES for key in _KEYS)]
+    heads: dict[str, dict[str, tuple[int, tuple[str, ...]]]] = {}  # Pod → claim → (pk, states)
     pods = sorted(judged)
     for start in range(0, len(pods), BATCH):
-        rows = _open(ClaimBoundary, cluster_id).filter(pod_uid__in=pods[start : start + BATCH])
-        for pod_uid, claim_uid, digest in rows.values_list("pod_uid", "claim_uid", "content_hash").distinct():
-            heads.setdefault(pod_uid, {})[claim_uid] = digest
-    ended: list[tuple[str, str]] = []
-    boundaries: list[ClaimBoundary] = []
-    transitions: list[ClaimTransition] = []
+        rows = _open(cluster_id).filter(pod_uid__in=pods[start : start + BATCH])
+        for pk, pod_uid, claim_uid, *states in rows.values_list("pk", "pod_uid", *compared):
+            heads.setdefault(pod_uid, {})[claim_uid] = (pk, tuple(states))
+    ended: list[int] = []
+    new: list[ClaimJudgement] = []
     for pod_uid in pods:
-        parts = {part.claim_uid: part for part in claim_parts(judged[pod_uid])}
-        open_rows = heads.get(pod_uid, {})
-        ended += [(pod_uid, claim_uid) for claim_uid in open_rows if claim_uid not in parts]
-        for claim_uid, part in parts.items():
-            known = open_rows.get(claim_uid)
-            if known == part.digest:
+        now = claim_states(judged[pod_uid])
+        before = heads.get(pod_uid, {})
+        ended += [pk for claim_uid, (pk, _states) in before.items() if claim_uid not in now]
+        for claim_uid, fields in now.items():
+            head = before.get(claim_uid)
+            if head is not None and head[1] == tuple(fields[k] for k in compared[1:]):
                 continue
-            if known is not None:
-                ended.append((pod_uid, claim_uid))
-            common = {"cluster_id": cluster_id, "valid_from": at}
-            boundaries += [ClaimBoundary(**common, **fields, content_hash=part.digest) for fields in part.boundaries]
-            transitions += [ClaimTransition(**common, **fields) for fields in part.transitions]
-    _end(cluster_id, ended, at)
-    ClaimBoundary.objects.bulk_create(boundaries, batch_size=BATCH)
-    ClaimTransition.objects.bulk_create(transitions, batch_size=BATCH)
-    return len(boundaries) + len(transitions)
+            if head is not None:
+                ended.append(head[0])
+            new.append(ClaimJudgement(cluster_id=cluster_id, claim_uid=claim_uid, valid_from=at, **fields))
+    for start in range(0, len(ended), BATCH):
+        ClaimJudgement.objects.filter(pk__in=ended[start : start + BATCH]).update(valid_to=at)
+    ClaimJudgement.objects.bulk_create(new, batch_size=BATCH)
+    return len(new)
 
 
 def end_claim_rows_of(cluster_id: int, at: datetime, keep: Iterable[str]) -> None:
     """End the open rows of every Pod but ``keep`` (a full derivation's live Pods), as their
     explanations end."""
     kept = set(keep)
-    for model in (ClaimBoundary, ClaimTransition):
-        open_pods = _open(model, cluster_id).values_list("pod_uid", flat=True).distinct()
-        ordered = sorted(uid for uid in open_pods if uid not in kept)
-        for start in range(0, len(ordered), BATCH):
-            _open(model, cluster_id).filter(pod_uid__in=ordered[start : start + BATCH]).update(valid_to=at)
+    open_pods = _open(cluster_id).values_list("pod_uid", flat=True).distinct()
+    ended = sorted(uid for uid in open_pods if uid not in kept)
+    for start in range(0, len(ended), BATCH):
+        _open(cluster_id).filter(pod_uid__in=ended[start : start + BATCH]).update(valid_to=at)
 
 
-def _end(cluster_id: int, keys: list[tuple[str, str]], at: datetime) -> None:
-    by_pod: dict[str, list[str]] = {}
-    for pod_uid, claim_uid in keys:
-        by_pod.setdefault(pod_uid, []).append(claim_uid)
-    for pod_uid, claims in by_pod.items():
-        for model in (ClaimBoundary, ClaimTransition):
-            _open(model, cluster_id).filter(pod_uid=pod_uid, claim_uid__in=claims).update(valid_to=at)
-
-
-def _open(model: type[ClaimBoundary] | type[ClaimTransition], cluster_id: int) -> Any:
-    return model.objects.filter(cluster_id=cluster_id, valid_to__isnull=True)
+def _open(cluster_id: int) -> Any:
+    return ClaimJudgement.objects.filter(cluster_id=cluster_id, valid_to__isnull=True)
 
 
 @dataclass
-class ClaimJudgement:
+class Judgement:
     """One Pod's judgement of the claim, as the claim page shows it."""
 
     pod_uid: str
     pod_name: str
     namespace: str
-    boundaries: list[dict[str, Any]]
+    boundaries: list[dict[str, Any]]  # per boundary: name, state, since, reason (+ message, evidence)
     timeline: list[dict[str, Any]]
 
 
-def claim_judgements(cluster: Cluster, claim_uid: str, as_of: datetime) -> list[ClaimJudgement]:
-    """The claim's rows valid at ``as_of``, one judgement per Pod that uses it (two queries)."""
+def claim_judgements(cluster: Cluster, claim_uid: str, as_of: datetime) -> list[Judgement]:
+    """The claim's rows valid at ``as_of``, one per Pod that uses it, each with the evidence,
+    messages and timeline of the claim's part of that Pod's document (two queries)."""
     valid = Q(valid_to__isnull=True) | Q(valid_to__gt=as_of)
-    rows = ClaimBoundary.objects.filter(valid, cluster=cluster, claim_uid=claim_uid, valid_from__lte=as_of)
-    judgements: dict[str, ClaimJudgement] = {}
-    order = {name: i for i, name in enumerate(BOUNDARIES)}
-    for row in sorted(rows, key=lambda r: (r.pod_name, r.pod_uid, order.get(r.boundary, len(order)))):
-        judgement = judgements.setdefault(row.pod_uid, ClaimJudgement(row.pod_uid, row.pod_name, row.namespace, [], []))
-        judgement.boundaries.append(
-            {
-                "boundary": row.boundary,
-                "state": row.state,
-                "reason": row.reason,
-                "since": row.since,
-                "message": row.message,
-                "evidence": orjson.loads(row.evidence),
-                "device_checks": row.device_checks,
-            }
-        )
-    entries = ClaimTransition.objects.filter(valid, cluster=cluster, claim_uid=claim_uid, valid_from__lte=as_of)
-    for entry in entries.order_by("pod_uid", "position"):
-        if entry.pod_uid in judgements:
-            judgements[entry.pod_uid].timeline.append(
-                {"at": entry.at, "boundary": entry.boundary, "what": entry.what, "source": entry.source,
-                 "about_claim": entry.about_claim}
-            )
-    return list(judgements.values())
-
-
-def judgements_from(docs: Iterable[Mapping[str, Any]], claim_uid: str) -> list[ClaimJudgement]:
-    """``claim_judgements`` from explain documents instead of rows: what the rows must equal."""
+    rows = list(ClaimJudgement.objects.filter(valid, cluster=cluster, claim_uid=claim_uid, valid_from__lte=as_of))
+    docs = PodExplanation.objects.filter(
+        valid, cluster=cluster, pod_uid__in=[row.pod_uid for row in rows], valid_from__lte=as_of
+    ).values_list("pod_uid", "content")
+    parts = {pod: _part_of(orjson.loads(content), claim_uid) for pod, content in docs}
     judgements = []
-    for doc in docs:
-        for part in claim_parts(doc):
-            if part.claim_uid != claim_uid:
-                continue
-            first = part.boundaries[0]
-            judgements.append(
-                ClaimJudgement(
-                    first["pod_uid"],
-                    first["pod_name"],
-                    first["namespace"],
-                    [
-                        {k: (orjson.loads(v) if k == "evidence" else v) for k, v in b.items()
-                         if k not in ("claim_uid", "pod_uid", "pod_name", "namespace")}
-                        for b in part.boundaries
-                    ],
-                    [
-                        {k: v for k, v in t.items() if k not in ("claim_uid", "pod_uid", "position")}
-                        for t in part.transitions
-                    ],
-                )
+    for row in sorted(rows, key=lambda r: (r.pod_name, r.pod_uid)):
+        part = parts.get(row.pod_uid) or {}
+        boundaries = []
+        for name in BOUNDARIES:
+            detail = (part.get("boundaries") or {}).get(name) or {}
+            states = {key: getattr(row, f"{name}_{key}") for key in _KEYS}
+            boundaries.append(
+                {"boundary": name, **states, "message": detail.get("message") or "", **_evidence(detail)}
             )
-    return sorted(judgements, key=lambda j: (j.pod_name, j.pod_uid))
+        judgements.append(Judgement(row.pod_uid, row.pod_name, row.namespace, boundaries, part.get("timeline") or []))
+    return judgements
+
+
+def _part_of(doc: Mapping[str, Any], claim_uid: str) -> Mapping[str, Any] | None:
+    return next((c for c in doc["claims"] if c.get("uid") == claim_uid), None)
+
+
+def _evidence(boundary: Mapping[str, Any]) -> dict[str, Any]:
+    """The evidence apart from a simulation's per-device checks (thousands at scale: the Pod's page
+    lists them), and how many checks there were."""
+    evidence = boundary.get("evidence") or []
+    kept = [e for e in evidence if not (e.get("kind") == "DeviceMatch" and "device" in e)]
+    return {"evidence": kept, "device_checks": len(evidence) - len(kept)}
+
+
+def rows_from(docs: Iterable[Mapping[str, Any]], claim_uid: str) -> list[dict[str, str]]:
+    """What the claim's rows must say as of a time, from the explain documents valid then (derived
+    on read): the rows' fields, in the rows' order."""
+    found = [states[claim_uid] for doc in docs if claim_uid in (states := claim_states(doc))]
+    return sorted(found, key=lambda f: (f["pod_name"], f["pod_uid"]))
+
+
+def stored_rows(cluster: Cluster, claim_uid: str, as_of: datetime) -> list[dict[str, str]]:
+    """The claim's rows valid at ``as_of`` as fields, in the same order as ``rows_from``."""
+    fields = ["pod_uid", "pod_name", "namespace", *(f"{name}_{key}" for name in BOUNDARIES for key in _KEYS)]
+    valid = Q(valid_to__isnull=True) | Q(valid_to__gt=as_of)
+    rows = ClaimJudgement.objects.filter(valid, cluster=cluster, claim_uid=claim_uid, valid_from__lte=as_of)
+    return sorted(rows.values(*fields), key=lambda f: (f["pod_name"], f["pod_uid"]))

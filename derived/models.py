@@ -18,7 +18,7 @@ from collector.models import Cluster, Snapshot
 
 # The layer's own shape, apart from the domain: a table added to it leaves snapshots derived
 # before without its rows, so they must count as derived by other code (rebuild-derived fills them).
-LAYER_SHAPE = b"claim-boundaries"
+LAYER_SHAPE = b"claim-judgements"
 
 
 def _domain_digest() -> str:
@@ -229,73 +229,47 @@ class ClaimListing(models.Model):
         return f"{self.namespace}/{self.name} ({self.claim_uid}) from {self.valid_from.isoformat()}"
 
 
-class ClaimBoundary(models.Model):
-    """One claim's state at one of the four boundaries, as one Pod incarnation's explain document
-    judged it (a claim shared by several Pods has rows per Pod: preparation and injection happen
-    per Pod), valid from/to as that judgement is. The claim page reads them; a query over them
-    answers "which claims fail at preparation, since when" without decoding a document.
+class ClaimJudgement(models.Model):
+    """A claim's four boundary states as one Pod incarnation's explain document judged it (a claim
+    shared by several Pods has a row per Pod: preparation and injection happen per Pod), valid
+    from/to as that judgement is. A query over them answers "which claims fail at preparation,
+    and since when" without decoding a document; the claim page reads them, and the evidence and
+    timeline from the Pod's stored document (``PodExplanation``), which holds them already.
 
-    Written with the Pod's explanation when the claim's part of it changed (derived.claim_rows).
-    The evidence leaves out the per-device checks of a simulation (thousands at scale): the
-    Pod's page lists them, and ``device_checks`` says how many there were.
+    Written with the Pod's explanation when the claim's states changed (derived.claim_rows).
     """
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="claim_boundaries")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="claim_judgements")
     claim_uid = models.CharField(max_length=64)
     pod_uid = models.CharField(max_length=64)
     pod_name = models.CharField(max_length=253, help_text="A Pod uses claims of its own namespace only.")
     namespace = models.CharField(max_length=253)
-    boundary = models.CharField(max_length=16)
-    state = models.CharField(max_length=16)
-    reason = models.CharField(max_length=64, blank=True)
-    since = models.CharField(max_length=40, blank=True, help_text="RFC 3339, as the explain document has it.")
-    message = models.TextField(blank=True)
-    evidence = models.TextField(help_text="JSON: the boundary's evidence without per-device checks.")
-    device_checks = models.PositiveIntegerField(default=0)
-    content_hash = models.CharField(max_length=32, help_text="Of the claim's whole part of the document.")
+    # Per boundary: its state, since when (RFC 3339 as the document has it) and the reason.
+    inventory_state = models.CharField(max_length=16)
+    inventory_since = models.CharField(max_length=40, blank=True)
+    inventory_reason = models.CharField(max_length=64, blank=True)
+    allocation_state = models.CharField(max_length=16)
+    allocation_since = models.CharField(max_length=40, blank=True)
+    allocation_reason = models.CharField(max_length=64, blank=True)
+    preparation_state = models.CharField(max_length=16)
+    preparation_since = models.CharField(max_length=40, blank=True)
+    preparation_reason = models.CharField(max_length=64, blank=True)
+    runtime_state = models.CharField(max_length=16)
+    runtime_since = models.CharField(max_length=40, blank=True)
+    runtime_reason = models.CharField(max_length=64, blank=True)
     valid_from = models.DateTimeField()
     valid_to = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
             # The claim page: a claim's rows valid at T.
-            models.Index(fields=["cluster", "claim_uid", "valid_from"], name="claimboundary_by_claim"),
+            models.Index(fields=["cluster", "claim_uid", "valid_from"], name="claimjudgement_by_claim"),
             # The writer compares each judged Pod's claims with their open rows.
-            models.Index(fields=["cluster", "pod_uid"], name="claimboundary_head", condition=Q(valid_to__isnull=True)),
-            # Boundary health as of T: the rows valid then, by boundary and state.
-            models.Index(fields=["cluster", "valid_to", "valid_from"], name="claimboundary_asof"),
+            models.Index(fields=["cluster", "pod_uid"], name="claimjudgement_head", condition=Q(valid_to__isnull=True)),
         ]
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.claim_uid} {self.boundary}={self.state} for Pod {self.pod_uid}"
-
-
-class ClaimTransition(models.Model):
-    """One entry of a claim's timeline as a Pod incarnation's explain document has it (created,
-    allocated, reserved, prepared, events…), in order, valid from/to with that judgement."""
-
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="claim_transitions")
-    claim_uid = models.CharField(max_length=64)
-    pod_uid = models.CharField(max_length=64)
-    position = models.PositiveIntegerField()
-    at = models.CharField(max_length=40, blank=True, help_text="RFC 3339, as the explain document has it.")
-    boundary = models.CharField(max_length=16, blank=True)
-    what = models.TextField()
-    source = models.CharField(max_length=253, blank=True)
-    about_claim = models.BooleanField(default=False, help_text="Names this claim, not only its Pod.")
-    valid_from = models.DateTimeField()
-    valid_to = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        indexes = [
-            models.Index(fields=["cluster", "claim_uid", "valid_from"], name="claimtransition_by_claim"),
-            models.Index(
-                fields=["cluster", "pod_uid"], name="claimtransition_head", condition=Q(valid_to__isnull=True)
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.claim_uid} #{self.position}: {self.what}"
+        return f"{self.namespace} claim {self.claim_uid} as Pod {self.pod_name} judged it"
 
 
 class MetricsText(models.Model):
@@ -457,8 +431,7 @@ VERSIONED: tuple[
     | type[DeviceCounts]
     | type[LeakCandidates]
     | type[ClaimListing]
-    | type[ClaimBoundary]
-    | type[ClaimTransition],
+    | type[ClaimJudgement],
     ...,
 ] = (
     PodExplanation,
@@ -466,6 +439,5 @@ VERSIONED: tuple[
     DeviceCounts,
     LeakCandidates,
     ClaimListing,
-    ClaimBoundary,
-    ClaimTransition,
+    ClaimJudgement,
 )

@@ -30,8 +30,8 @@ SIZES = {"small": 3, "big": 15}  # nodes; 8 GPUs and ~6 Pods each
 GENERATIONS = 4
 # The bounds: a page's queries are per request, per kind or per object asked about, never per
 # stored object. Measured when written (admin / team member): claim page 4 / 6, now 7 / 10 (the
-# newest snapshot, the claim's boundary and timeline rows; a team member's redaction asks about
-# the namespaces they name); Pod page 15 / 20
+# newest snapshot, the claim's boundary rows and their Pods' stored documents; a team member's
+# redaction asks about the namespaces they name); Pod page 15 / 20
 # (a deleted incarnation 18: it also reads the cluster as it was before the deletion); claims
 # list 7 / 9, now 10 / 12 (its leak badges read the stored leak candidates: whether the layer covers
 # the snapshot, the candidates, whether it holds devices in part, then only those claims), now 13 / 15
