@@ -284,30 +284,43 @@ def namespaces_in_use(cluster: Cluster, as_of: datetime, among: Iterable[str] | 
     return names
 
 
-# Each asked name is two probes of ``objectversion_by_name`` that stop at the first live row,
+# Each asked name is two probes of ``objectversion_by_name`` that stop at the first matching row,
 # where a DISTINCT over the namespace would visit every Pod of it. VALUES (column1) reads the
 # same on PostgreSQL and SQLite.
-_LIVE_AMONG = """
+_AMONG = """
     SELECT asked.column1 FROM (VALUES {values}) AS asked WHERE EXISTS (
-        SELECT 1 FROM {table} o WHERE o.cluster_id = %s AND o.kind IN ('ResourceClaim', 'Pod')
-        AND o.namespace = asked.column1 AND NOT o.deleted
-        AND o.valid_from <= %s AND (o.valid_to IS NULL OR o.valid_to > %s)
+        SELECT 1 FROM {table} o WHERE o.cluster_id = %s AND o.kind IN ({owners})
+        AND o.namespace = asked.column1 {when}
     ) OR EXISTS (
         SELECT 1 FROM {table} o WHERE o.cluster_id = %s AND o.kind = 'Namespace' AND o.namespace = ''
-        AND o.name = asked.column1 AND NOT o.deleted
-        AND o.valid_from <= %s AND (o.valid_to IS NULL OR o.valid_to > %s)
+        AND o.name = asked.column1 {when}
     )
 """
+_LIVE = "AND NOT o.deleted AND o.valid_from <= %s AND (o.valid_to IS NULL OR o.valid_to > %s)"
 _NAMES_PER_QUERY = 500
 
 
 def _live_namespaces_among(cluster: Cluster, as_of: datetime, asked: list[str]) -> set[str]:
     at = connection.ops.adapt_datetimefield_value(as_of)
+    return _namespaces_among(cluster.pk, asked, ("ResourceClaim", "Pod"), _LIVE, [at, at])
+
+
+def namespaces_ever_known(cluster_id: int, among: Iterable[str]) -> set[str]:
+    """Of ``among``, the names of Namespaces and the namespaces of claims the history ever held: what a
+    notice may name (it outlives what it was about). One probe per name, not a pass over the history."""
+    return _namespaces_among(cluster_id, sorted(set(among)), ("ResourceClaim",), "", [])
+
+
+def _namespaces_among(
+    cluster_id: int, asked: list[str], owners: tuple[str, ...], when: str, times: list[Any]
+) -> set[str]:
     found: set[str] = set()
+    kinds = ", ".join(f"'{kind}'" for kind in owners)  # the callers' fixed kind names
     with connection.cursor() as cursor:
         for i in range(0, len(asked), _NAMES_PER_QUERY):
             chunk = asked[i : i + _NAMES_PER_QUERY]
-            sql = _LIVE_AMONG.format(values=", ".join(["(%s)"] * len(chunk)), table=ObjectVersion._meta.db_table)
-            cursor.execute(sql, [*chunk, cluster.pk, at, at, cluster.pk, at, at])
+            values = ", ".join(["(%s)"] * len(chunk))
+            sql = _AMONG.format(values=values, table=ObjectVersion._meta.db_table, owners=kinds, when=when)
+            cursor.execute(sql, [*chunk, cluster_id, *times, cluster_id, *times])
             found.update(name for (name,) in cursor.fetchall())
     return found

@@ -23,8 +23,8 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
 
-from collector.models import ObjectVersion
-from dashboard.domain.redaction import Redactor, Scope
+from dashboard.domain.redaction import Redactor, Scope, referenced_namespaces
+from dashboard.history import namespaces_ever_known
 from dashboard.models import NamespaceGrant
 from notify.models import Delivery, Notice, Receiver
 
@@ -189,10 +189,10 @@ def webhook_body(notice: Notice, fmt: str, message: str) -> dict[str, Any]:
     return notice_document(notice, message)
 
 
-def known_namespaces(cluster_id: int) -> set[str]:
-    rows = ObjectVersion.objects.filter(cluster_id=cluster_id)
-    known = set(rows.filter(kind="Namespace").values_list("name", flat=True).distinct())
-    return known | set(rows.filter(kind="ResourceClaim").values_list("namespace", flat=True).distinct())
+def known_namespaces(cluster_id: int, messages: Iterable[str]) -> set[str]:
+    """The namespaces the history ever knew among those the messages may name (what a redactor
+    looks up): one probe per name, not a pass over every claim version kept."""
+    return namespaces_ever_known(cluster_id, referenced_namespaces(list(messages)))
 
 
 def message_for(target: Target, notice: Notice) -> str:
@@ -200,7 +200,8 @@ def message_for(target: Target, notice: Notice) -> str:
     if target.namespaces is None:
         return notice.message
     visible = frozenset(ns for cluster_id, ns in target.namespaces if cluster_id in (None, notice.cluster_id))
-    return Redactor(Scope(admin=False, namespaces=visible), known_namespaces(notice.cluster_id)).text(notice.message)
+    known = known_namespaces(notice.cluster_id, [notice.message])
+    return Redactor(Scope(admin=False, namespaces=visible), known).text(notice.message)
 
 
 def post_json(url: str, body: dict[str, Any], timeout: float) -> None:

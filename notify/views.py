@@ -26,7 +26,7 @@ def notices(request: HttpRequest, cluster: str) -> HttpResponse:
         rows = rows.filter(namespace__in=sorted(scope.namespaces))
     page = Paginator(rows, NOTICES_PER_PAGE).get_page(request.GET.get("page"))
     names = labels() if scope.admin else {}
-    redactor = Redactor(scope, () if scope.admin else known_namespaces(c.pk))
+    redactor = Redactor(scope, () if scope.admin else known_namespaces(c.pk, (n.message for n in page.object_list)))
     items = [
         {
             "notice": n,
