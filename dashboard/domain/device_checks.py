@@ -299,13 +299,15 @@ def _group_phrase(checks: list[DeviceCheck], expr: str, total: int) -> str:
     if len({c.device.driver for c in checks}) == 1:
         refs = [r for r in refs if r[0] != "driver"]  # the same for every device: says nothing
     shown_as: dict[tuple[Any, ...], Counter[str]] = {}
-    counts: Counter[tuple[Any, ...]] = Counter()
     for check in checks:
         pairs = [_value_of(check.device, r) for r in refs]
-        key = tuple(k for k, _ in pairs)
+        key = tuple([k for k, _ in pairs])
         # 80Gi and 81920Mi group together; show the spelling most devices use
-        shown_as.setdefault(key, Counter())[" and ".join(s for _, s in pairs)] += 1
-        counts[key] += 1
+        spellings = shown_as.get(key)
+        if spellings is None:
+            spellings = shown_as[key] = Counter()
+        spellings[" and ".join([s for _, s in pairs])] += 1
+    counts = Counter({key: spellings.total() for key, spellings in shown_as.items()})  # first seen first
     ranked = counts.most_common()
     phrases = []
     for key, n in ranked[:3]:
