@@ -65,19 +65,22 @@ def projection_keys(devices: Iterable[Outline], refs: tuple[Ref, ...]) -> list[H
         if device.converted is not None:
             keys.append(orjson.dumps(device.converted.projection(refs), option=orjson.OPT_SORT_KEYS))
             continue
-        driver = device.driver
+        driver, attributes, capacities = device.driver, device.attributes, device.capacity
         key: list[Any] = [device.domains]
         for capacity, domain, name, qualified in lookups:
             if capacity:
-                raw = device.capacity.get(name) if domain == driver else None
+                raw = capacities.get(name) if domain == driver else None
                 key.append(None if raw is None else raw["value"])  # all CEL reads of a capacity
-                raw = device.capacity.get(qualified)
+                raw = capacities.get(qualified)
                 key.append(None if raw is None else raw["value"])
-            else:
-                raw = device.attributes.get(name) if domain == driver else None
-                key.append(None if raw is None else _attribute_key(raw))
-                raw = device.attributes.get(qualified)
-                key.append(None if raw is None else _attribute_key(raw))
+                continue
+            for raw in (attributes.get(name) if domain == driver else None, attributes.get(qualified)):
+                if raw is None:
+                    key.append(None)
+                    continue
+                # One kind with a value of its own type (``_converts`` saw to it): 1 and True never meet.
+                [(kind, value)] = raw.items()
+                key.append((kind, tuple(value) if type(value) is list else value))
         keys.append(tuple(key))
     return keys
 
@@ -85,13 +88,6 @@ def projection_keys(devices: Iterable[Outline], refs: tuple[Ref, ...]) -> list[H
 @functools.lru_cache(maxsize=1024)
 def _lookups(refs: tuple[Ref, ...]) -> tuple[tuple[bool, str, str, str], ...]:
     return tuple((kind == "capacity", domain, name, f"{domain}/{name}") for kind, domain, name in refs)
-
-
-def _attribute_key(raw: dict[str, Any]) -> Hashable:
-    # One kind with a value of its own type (``_converts`` saw to it): 1 and True never meet.
-    for kind, value in raw.items():
-        return kind, tuple(value) if type(value) is list else value
-    return None
 
 
 _DOMAINS: dict[tuple[str, tuple[Any, ...], tuple[Any, ...]], tuple[str, frozenset[str], frozenset[str]] | None] = {}
