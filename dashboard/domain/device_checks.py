@@ -178,8 +178,10 @@ def _verdict(check: DeviceCheck) -> Verdict:
 # CEL's view of a device and what each selector said of it, by the device's driver and advertised
 # content rather than by snapshot: every snapshot lists every slice again, but few devices change
 # between two, and converting a device for CEL is most of what a selector costs. A change to the
-# device's entry is a new key. Bounded: a process that saw too many is emptied and starts again
-# (a converted device is ~3.5 KB: 100,000 of them, 2.5 clusters of 40,000 GPUs, are ~350 MB).
+# device's entry is a new key. A projectable selector's answers are kept by projection key instead
+# (device_projection), which needs no hash and converts one device per group. Bounded: a process
+# that saw too many is emptied and starts again (a converted device is ~3.5 KB: 100,000 of them,
+# 2.5 clusters of 40,000 GPUs, are ~350 MB).
 _DEVICES_MAX = 100_000
 _RESULTS_MAX = 250_000
 _DEVICES: dict[bytes, Device] = {}
