@@ -12,9 +12,9 @@ import hashlib
 import re
 import weakref
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -25,6 +25,7 @@ from dashboard.domain.cel import (
     SelectorEvaluationError,
     compile_selector,
 )
+from dashboard.domain.device_projection import Outline, Ref, outline, projection_keys
 from dashboard.domain.inventory import AdvertisedDevice, DeviceId, Inventory
 from dashboard.domain.quantity import Quantity, QuantityError
 
@@ -49,11 +50,22 @@ class DeviceCheck:
         return self.outcome == MATCH
 
 
+class Verdict(NamedTuple):
+    """What check_device says of a device, without the device: devices alike share one."""
+
+    outcome: str  # MATCH | CLASS_FALSE | SELECTOR_FALSE | ERROR
+    expression: str | None = None
+    error: str | None = None
+    from_class: bool = False
+
+
 class SelectorCache:
     """Compiled selectors and CEL devices, built once per analysis."""
 
     def __init__(self) -> None:
         self._devices: dict[DeviceId, tuple[bytes, Device]] = {}
+        self._outlines: dict[DeviceId, Outline] = {}
+        self._aligned: tuple[Sequence[AdvertisedDevice], list[Outline]] | None = None
         self._compiled: dict[str, CompiledSelector | SelectorCompileError] = {}
         # Every pending claim of a report asks the same class selector of the same devices.
         self._results: dict[tuple[str, DeviceId], tuple[bool, str | None]] = {}
@@ -68,6 +80,19 @@ class SelectorCache:
             known = self._devices[device.id] = _advertised(device)
         return known
 
+    def _outline(self, device: AdvertisedDevice, device_id: DeviceId) -> Outline:
+        seen = self._outlines.get(device_id)
+        if seen is None:
+            seen = self._outlines[device_id] = outline(device.driver, device.entry)
+        return seen
+
+    def _outlines_of(self, devices: Sequence[AdvertisedDevice]) -> list[Outline]:
+        if self._aligned is not None and self._aligned[0] is devices and len(self._aligned[1]) == len(devices):
+            return self._aligned[1]  # the inventory's devices again: another selector over this state
+        found = [self._outline(d, (d.driver, d.pool, d.name)) for d in devices]
+        self._aligned = (devices, found)
+        return found
+
     def checks(
         self, devices: Sequence[AdvertisedDevice], class_exprs: Sequence[str], request_exprs: Sequence[str]
     ) -> list[DeviceCheck]:
@@ -79,27 +104,54 @@ class SelectorCache:
         key = (tuple(class_exprs), tuple(request_exprs))
         found = self._checks.get(key)
         if found is None:
-            found = self._checks[key] = [check_device(self, d, class_exprs, request_exprs) for d in devices]
+            verdicts = self.verdicts(devices, class_exprs, request_exprs)
+            found = self._checks[key] = [DeviceCheck(d, *v) for d, v in zip(devices, verdicts, strict=True)]
+        return found
+
+    def verdicts(
+        self, devices: Sequence[AdvertisedDevice], class_exprs: Sequence[str], request_exprs: Sequence[str]
+    ) -> list[Verdict]:
+        """check_device of every device, in order; devices that agree on all the selectors read share one.
+
+        When every selector is projectable, devices equal in the projection on all their references
+        get the same answer from each selector, so one device of each such group is checked.
+        """
+        refs: list[Ref] = []
+        for expr in (*class_exprs, *request_exprs):
+            own = _projectable(expr)
+            if own is None:
+                return [_verdict(check_device(self, d, class_exprs, request_exprs)) for d in devices]
+            refs += [r for r in own if r not in refs]
+        keys = projection_keys(self._outlines_of(devices), tuple(refs))
+        groups: dict[Hashable, Verdict] = {}
+        found = []
+        for device, key in zip(devices, keys, strict=True):
+            verdict = groups.get(key)
+            if verdict is None:
+                verdict = groups[key] = _verdict(check_device(self, device, class_exprs, request_exprs))
+            found.append(verdict)
         return found
 
     def evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
         """(matched, error); a selector that does not compile is an error on every device."""
-        key = (expr, device.id)
+        device_id = device.id
+        key = (expr, device_id)
         result = self._results.get(key)
         if result is None:
-            digest, cel_device = self._known(device)
-            content = (expr, False, digest)
-            result = _RESULTS.get(content)
-            if result is None:
-                refs = _projectable(expr)
-                if refs is None:
-                    result = self._evaluate(expr, device)
-                else:
-                    grouped = (expr, True, _projection_key(cel_device, refs))
-                    result = _RESULTS.get(grouped)
-                    if result is None:
-                        result = _remember(_RESULTS, grouped, self._evaluate(expr, device))
-                _remember(_RESULTS, content, result)
+            refs = _projectable(expr)
+            if refs is None:
+                digest, _ = self._known(device)
+                content = (expr, False, digest)
+                result = _RESULTS.get(content)
+                if result is None:
+                    result = _remember(_RESULTS, content, self._evaluate(expr, device))
+            else:
+                # Devices alike in what the selector reads need neither their content hashed nor
+                # a conversion for CEL: one of them answers for all, in this state and the next.
+                grouped = (expr, True, projection_keys((self._outline(device, device_id),), refs)[0])
+                result = _RESULTS.get(grouped)
+                if result is None:
+                    result = _remember(_RESULTS, grouped, self._evaluate(expr, device))
             self._results[key] = result
         return result
 
@@ -119,15 +171,21 @@ class SelectorCache:
             return False, str(exc)
 
 
+def _verdict(check: DeviceCheck) -> Verdict:
+    return Verdict(check.outcome, check.expression, check.error, check.from_class)
+
+
 # CEL's view of a device and what each selector said of it, by the device's driver and advertised
 # content rather than by snapshot: every snapshot lists every slice again, but few devices change
 # between two, and converting a device for CEL is most of what a selector costs. A change to the
-# device's entry is a new key. Bounded: a process that saw too many is emptied and starts again
-# (a converted device is ~3.5 KB: 100,000 of them, 2.5 clusters of 40,000 GPUs, are ~350 MB).
+# device's entry is a new key. A projectable selector's answers are kept by projection key instead
+# (device_projection), which needs no hash and converts one device per group. Bounded: a process
+# that saw too many is emptied and starts again (a converted device is ~3.5 KB: 100,000 of them,
+# 2.5 clusters of 40,000 GPUs, are ~350 MB).
 _DEVICES_MAX = 100_000
 _RESULTS_MAX = 250_000
 _DEVICES: dict[bytes, Device] = {}
-_RESULTS: dict[tuple[str, bool, bytes], tuple[bool, str | None]] = {}
+_RESULTS: dict[tuple[str, bool, Hashable], tuple[bool, str | None]] = {}
 
 
 def _remember(known: dict[Any, Any], key: Any, value: Any, most: int = _RESULTS_MAX) -> Any:
@@ -150,15 +208,15 @@ def _advertised(device: AdvertisedDevice) -> tuple[bytes, Device]:
 # and name (and device.driver) answers alike for devices that agree on those: a cluster's GPUs of
 # one model differ in UUIDs and PCI addresses, which such a selector never reads, so it is
 # evaluated once per model rather than once per device.
-_PROJECTABLE: dict[str, tuple[tuple[str, str, str], ...] | None] = {}
+_PROJECTABLE: dict[str, tuple[Ref, ...] | None] = {}
 _DEVICE_WORD = re.compile(r"\bdevice\b")
 
 
-def _projectable(expr: str) -> tuple[tuple[str, str, str], ...] | None:
+def _projectable(expr: str) -> tuple[Ref, ...] | None:
     """The references ``expr`` reads devices through, or None when it may read them otherwise."""
     if expr in _PROJECTABLE:
         return _PROJECTABLE[expr]
-    refs: tuple[tuple[str, str, str], ...] | None = tuple(r for r in selector_references(expr) if r[0] != "driver")
+    refs: tuple[Ref, ...] | None = tuple(r for r in selector_references(expr) if r[0] != "driver")
     for m in _REF.finditer(expr):
         # A method on the domain's map (exists(), all()…) reads every entry; an escape hides the real key.
         if expr[m.end() :].lstrip().startswith("(") or "\\" in m.group(0):
@@ -167,10 +225,6 @@ def _projectable(expr: str) -> tuple[tuple[str, str, str], ...] | None:
     if _DEVICE_WORD.search(rest):
         refs = None  # the device read some other way: as a whole map, through a macro variable…
     return _remember(_PROJECTABLE, expr, refs)
-
-
-def _projection_key(device: Device, refs: tuple[tuple[str, str, str], ...]) -> bytes:
-    return orjson.dumps(device.projection(refs), option=orjson.OPT_SORT_KEYS)
 
 
 _CACHES: weakref.WeakKeyDictionary[Inventory, SelectorCache] = weakref.WeakKeyDictionary()
@@ -247,13 +301,15 @@ def _group_phrase(checks: list[DeviceCheck], expr: str, total: int) -> str:
     if len({c.device.driver for c in checks}) == 1:
         refs = [r for r in refs if r[0] != "driver"]  # the same for every device: says nothing
     shown_as: dict[tuple[Any, ...], Counter[str]] = {}
-    counts: Counter[tuple[Any, ...]] = Counter()
     for check in checks:
         pairs = [_value_of(check.device, r) for r in refs]
-        key = tuple(k for k, _ in pairs)
+        key = tuple([k for k, _ in pairs])
         # 80Gi and 81920Mi group together; show the spelling most devices use
-        shown_as.setdefault(key, Counter())[" and ".join(s for _, s in pairs)] += 1
-        counts[key] += 1
+        spellings = shown_as.get(key)
+        if spellings is None:
+            spellings = shown_as[key] = Counter()
+        spellings[" and ".join([s for _, s in pairs])] += 1
+    counts = Counter({key: spellings.total() for key, spellings in shown_as.items()})  # first seen first
     ranked = counts.most_common()
     phrases = []
     for key, n in ranked[:3]:

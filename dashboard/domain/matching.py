@@ -33,10 +33,10 @@ from dashboard.domain.constraints import Constraint, Picked, applying, claim_con
 from dashboard.domain.device_checks import (
     CLASS_FALSE,
     ERROR,
+    MATCH,
     SELECTOR_FALSE,
     DeviceCheck,
     SelectorCache,
-    check_device,
     fail_phrases,
     summarize_checks,
 )
@@ -82,25 +82,39 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
         class_exprs = class_selectors(device_class)
     inventory = Inventory.of(state)
     cache = selector_cache(inventory)  # repeated asks over one state convert its devices once
-    sharing = Sharing(ledger_of(inventory))
+    verdicts = cache.verdicts(inventory.devices, class_exprs, (expression,))
+    held = inventory.holders
+    sharing: Sharing | None = None  # the ledger only when a matching device takes counters or capacity
+    labels: dict[int, str] = {}  # by the holder's identity: a claim holds several devices
     matched, errors, rejected = [], [], []
     failed: list[DeviceCheck] = []
-    for device in inventory.devices:
-        check = check_device(cache, device, class_exprs, (expression,))
-        if check.matched:
-            node = device.node_name
+    for device, verdict in zip(inventory.devices, verdicts, strict=True):
+        if verdict.outcome == MATCH:
+            node = device.reach.node_name
             if node is None:
                 nodes = inventory.nodes_of(device)
                 node = nodes[0] if len(nodes) == 1 else None
-            entry = {"driver": device.driver, "pool": device.pool, "device": device.name, "node": node}
-            matched.append(entry | _availability(inventory, sharing, device))
-        elif check.outcome == ERROR:
-            where = "class selector" if check.from_class else "expression"
-            errors.append({"device": device.label, "error": f"{where}: {check.error}"})
+            entry: dict[str, Any] = {"driver": device.driver, "pool": device.pool, "device": device.name, "node": node}
+            holder = held.get((device.driver, device.pool, device.name))
+            shareable = device.shareable
+            if holder is not None and not shareable:
+                label = labels.get(id(holder))
+                if label is None:
+                    label = labels[id(holder)] = _claim_label(holder)
+                entry |= {"available": False, "unavailable": f"allocated to {label}"}
+            elif shareable or device.entry.get("consumesCounters"):  # what Ledger.of accounts for
+                sharing = sharing or Sharing(ledger_of(inventory))
+                shortage = sharing.unavailable(device)
+                if shortage is not None:
+                    entry |= {"available": False, "unavailable": shortage.availability()}
+            matched.append(entry)  # an available device's entry keeps the shape it always had
+        elif verdict.outcome == ERROR:
+            where = "class selector" if verdict.from_class else "expression"
+            errors.append({"device": device.label, "error": f"{where}: {verdict.error}"})
         else:
-            failed.append(check)
-            whose = f"DeviceClass {class_name} selector" if check.from_class else "expression"
-            rejected.append({"device": device.label, "why": f"the {whose} `{check.expression}` is false"})
+            failed.append(DeviceCheck(device, *verdict))
+            whose = f"DeviceClass {class_name} selector" if verdict.from_class else "expression"
+            rejected.append({"device": device.label, "why": f"the {whose} `{verdict.expression}` is false"})
     return {
         "total": len(inventory.devices),
         "matched": matched,
@@ -108,17 +122,6 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
         "rejected": rejected,
         "why_not": _why_not(failed),
     }
-
-
-def _availability(inventory: Inventory, sharing: Sharing, device: AdvertisedDevice) -> dict[str, Any]:
-    """For a matching device that cannot be allocated now: ``available: false`` and what holds it."""
-    holder = inventory.holders.get(device.id)
-    if holder is not None and not device.shareable:
-        return {"available": False, "unavailable": f"allocated to {_claim_label(holder)}"}
-    shortage = sharing.unavailable(device)
-    if shortage is not None:
-        return {"available": False, "unavailable": shortage.availability()}
-    return {}  # available: entries keep the shape they always had
 
 
 def _why_not(failed: list[DeviceCheck]) -> list[str]:
