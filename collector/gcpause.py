@@ -36,11 +36,13 @@ def collect_less_often() -> None:
 
 
 def release_snapshot() -> None:
-    """Free a snapshot's history once a derivation or rendering is done with it.
+    """Collect what a derivation or rendering left once it is done with a snapshot.
 
-    A history, its state's lazily loaded kinds, its inventory and their caches refer to each other,
-    so what they decoded (at 5,000 nodes ~950,000 objects, ~600 MB) is freed only by a full
-    collection, which would otherwise come at some later allocation, with the next snapshot's
-    loaded beside it: a worker deriving one snapshot after another would hold two or more.
+    A history, its state's lazily loaded kinds, its inventory and their caches refer to each other.
+    The derivation and the renderings release their histories themselves (``StoredHistory.release``
+    empties them, so what they decoded, ~950,000 objects at 5,000 nodes, is freed by reference
+    counting); this full collection then finds only the small cycles left (~0.1 s instead of
+    ~2.4 s), and keeps anything a caller did not release from waiting for a later collection,
+    with the next snapshot's objects loaded beside it.
     """
     gc.collect()

@@ -157,6 +157,19 @@ class StoredHistory:
         # Decoded per call, as from the database: callers get objects of their own.
         return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in by_uid.get(uid, ())]
 
+    def release(self) -> None:
+        """Drop what this history decoded, now. Its state, the state's inventory and what they
+        derived refer to each other (and the state back to this history), so unreleased they wait
+        for a full GC collection: ~2.4 s at 5,000 nodes, against ~0.5 s to free them here.
+        Asked again afterwards, a kind is loaded again."""
+        dict.clear(self._state.objects)
+        self._state.derived.clear()
+        self._state._by_name = None
+        if isinstance(self._state, _StoredState):
+            self._state._names.clear()
+        self._histories.clear()
+        self._derived.clear()
+
     def preload(self, *kinds: str) -> None:
         """Load every version of ``kinds`` now, in one query: for reports about every claim of the cluster."""
         missing = [kind for kind in kinds if kind not in self._histories]

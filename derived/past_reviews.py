@@ -20,7 +20,6 @@ from datetime import datetime
 
 import orjson
 
-from collector.gcpause import release_snapshot
 from collector.models import Cluster, Snapshot
 from dashboard.domain.capacity import WEEK, week_containing, weekly_review
 from dashboard.domain.leaks import Thresholds
@@ -103,10 +102,12 @@ def render_finished_weeks(cluster: Cluster, weeks: Iterable[datetime], until: da
         source = stored_source(history)
         if source is None:  # derived by other code meanwhile
             continue
-        store_review(first.snapshot, week, thresholds, weekly_review(history, week, thresholds, allocations=source))
+        try:
+            review = weekly_review(history, week, thresholds, allocations=source)
+        finally:
+            history.release()  # each week reads a snapshot of its own: none is read again
+        store_review(first.snapshot, week, thresholds, review)
         rendered.append(week)
-        del history, source
-        release_snapshot()  # each week reads a snapshot of its own: none is read again
     return rendered
 
 

@@ -62,7 +62,10 @@ def render_latest_metrics(snapshot: Snapshot, force: bool = False) -> bool:
     if not force and metrics_text_stands(snapshot.cluster_id, snapshot.at, thresholds.as_dict()) is not None:
         return False
     history = StoredHistory(snapshot.cluster, snapshot.at)
-    text = render_metrics(history, thresholds, None, known_for(history, thresholds))
+    try:
+        text = render_metrics(history, thresholds, None, known_for(history, thresholds))
+    finally:
+        history.release()
     MetricsText.objects.update_or_create(
         cluster_id=snapshot.cluster_id,
         defaults={"snapshot": snapshot, "thresholds": orjson.dumps(thresholds.as_dict()).decode(), "text": text},

@@ -129,7 +129,10 @@ def render_latest_review(snapshot: Snapshot, force: bool = False) -> bool:
     source = stored_source(history)
     if source is None:
         return False
-    store_review(snapshot, week, thresholds, weekly_review(history, week, thresholds, allocations=source))
+    try:
+        store_review(snapshot, week, thresholds, weekly_review(history, week, thresholds, allocations=source))
+    finally:
+        history.release()
     return True
 
 

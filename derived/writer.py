@@ -103,6 +103,18 @@ class _SnapshotHistory(CachedHistory):
             self._events = self._history.all_versions(kind)
         return self._events
 
+    def release(self) -> None:
+        """Free what the derivation decoded (``StoredHistory.release``): this snapshot's history and
+        the earlier ones it judged deleted Pods against, which share its decoded objects."""
+        for view in (*self._before.values(), self):
+            stored = view._history if isinstance(view, CachedHistory) else view
+            if isinstance(stored, StoredHistory):
+                stored.release()
+        self._before.clear()
+        self._inventories.clear()
+        self._versions.clear()
+        self._events = None
+
     def inventory_of(self, history: HistoryView) -> Inventory:
         """One inventory per history judged from (keeps the history alive, so ids stay unique)."""
         held = self._inventories.get(id(history))
@@ -177,36 +189,39 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         changed_kinds = set(ObjectVersion.objects.filter(snapshot=snapshot).values_list("kind", flat=True).distinct())
         changed_inventory = bool(changed_kinds - _POD_SCOPED)
         history = _SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at), changed_inventory)
-        if full:
-            pods = set(history.state.objects.get("Pod", {}))
-            # Rows of Pods gone meanwhile may be stale (or judged by other code): they end here,
-            # and those Pods are read the old way from now on.
-            _open(snapshot.cluster_id).exclude(pod_uid__in=pods).update(valid_to=snapshot.at)
-            end_claim_rows_of(snapshot.cluster_id, snapshot.at, keep=pods)
-        else:
-            pods = affected_pods(snapshot) if snapshot.changed else set()
-            pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
-        written = _write(snapshot, history, pods)
-        if full or changed_kinds - {"Event"}:
-            written += _write_audit(snapshot, history)
-        if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
-            written += _write_device_counts(snapshot, history)
-        written += _write_leak_candidates(snapshot, history, full)
-        admin_access = AdminAccessRows()
-        write_spans(snapshot, full, admin_access.observe)
-        admin_access.write(snapshot.cluster_id, full)
-        write_failure_events(snapshot, full)
-        written += write_claim_listings(snapshot, full, history.state)
-        DerivedSnapshot.objects.create(
-            held_in_part=_held_in_part(history, None if full else previous, changed_inventory),
-            snapshot=snapshot,
-            version=DOMAIN_VERSION,
-            cluster_id=snapshot.cluster_id,
-            at=snapshot.at,
-            full=full,
-            pods_derived=len(pods),
-            rows_written=written,
-        )
+        try:
+            if full:
+                pods = set(history.state.objects.get("Pod", {}))
+                # Rows of Pods gone meanwhile may be stale (or judged by other code): they end here,
+                # and those Pods are read the old way from now on.
+                _open(snapshot.cluster_id).exclude(pod_uid__in=pods).update(valid_to=snapshot.at)
+                end_claim_rows_of(snapshot.cluster_id, snapshot.at, keep=pods)
+            else:
+                pods = affected_pods(snapshot) if snapshot.changed else set()
+                pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
+            written = _write(snapshot, history, pods)
+            if full or changed_kinds - {"Event"}:
+                written += _write_audit(snapshot, history)
+            if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
+                written += _write_device_counts(snapshot, history)
+            written += _write_leak_candidates(snapshot, history, full)
+            admin_access = AdminAccessRows()
+            write_spans(snapshot, full, admin_access.observe)
+            admin_access.write(snapshot.cluster_id, full)
+            write_failure_events(snapshot, full)
+            written += write_claim_listings(snapshot, full, history.state)
+            DerivedSnapshot.objects.create(
+                held_in_part=_held_in_part(history, None if full else previous, changed_inventory),
+                snapshot=snapshot,
+                version=DOMAIN_VERSION,
+                cluster_id=snapshot.cluster_id,
+                at=snapshot.at,
+                full=full,
+                pods_derived=len(pods),
+                rows_written=written,
+            )
+        finally:
+            history.release()  # its objects refer to each other: freed now, not at a full collection
     result = Derivation(snapshot.pk, full, len(pods), written)
     log.info("%s", result.describe())
     return result
