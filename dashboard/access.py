@@ -46,10 +46,6 @@ def require_namespace(scope: Scope, namespace: str) -> None:
         raise Http404("not found")
 
 
-def redactor_for(user: AbstractBaseUser | AnonymousUser, cluster: Cluster, state: ClusterState) -> Redactor:
-    return redactor_with(user, cluster, lambda: known_namespaces(state))
-
-
 def redactor_with(
     user: AbstractBaseUser | AnonymousUser, cluster: Cluster, namespaces: Callable[[], Iterable[str]]
 ) -> Redactor:
@@ -61,7 +57,7 @@ def redactor_with(
 
 
 def redactor_of(user: AbstractBaseUser | AnonymousUser, history: StoredHistory) -> Redactor:
-    """``redactor_for`` without loading the state: a page that reads derived rows asks the database
+    """A redactor without loading the state: a page that reads derived rows asks the database
     for the namespaces in use as of the snapshot (only for a user who is not a platform admin)."""
     return redactor_with(user, history.cluster, lambda: namespaces_in_use(history.cluster, history.as_of))
 

@@ -161,7 +161,7 @@ def explain_read(
 
     From the layer, the namespaces come from one query about the names the document refers to
     (a redactor only looks those up); derived on read, from the state the derivation loaded
-    anyway (what ``dashboard.access.redactor_for`` reads).
+    anyway (``dashboard.access.known_namespaces``).
     """
     doc = stored_explain(history, namespace, name, pod_uid)
     if doc is not None:

@@ -193,15 +193,17 @@ def test_trusted_proxy_header_sign_in(demo_history: Any, settings: Any) -> None:
 
 def test_two_teams_over_one_cached_history_each_get_their_own_redaction(clients: dict[str, Client]) -> None:
     from collector.models import Cluster
-    from dashboard.access import redactor_for
+    from dashboard.access import known_namespaces, redactor_with
     from dashboard.reading import open_history
 
     research = login("researcher", ["research-team"])
     NamespaceGrant.objects.create(group=Group.objects.get(name="research-team"), namespace="research")
     history = open_history(None, None)
     cluster = Cluster.objects.get(name=history.cluster.name)
-    member = redactor_for(User.objects.get(username="member"), cluster, history.state)
-    researcher = redactor_for(User.objects.get(username="researcher"), cluster, history.state)
+    member = redactor_with(User.objects.get(username="member"), cluster, lambda: known_namespaces(history.state))
+    researcher = redactor_with(
+        User.objects.get(username="researcher"), cluster, lambda: known_namespaces(history.state)
+    )
     assert "research" in member.hidden and "ml-training" not in member.hidden
     assert "ml-training" in researcher.hidden and "research" not in researcher.hidden
     assert open_history(None, None).state is history.state  # the namespaces were read once, for both
