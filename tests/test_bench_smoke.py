@@ -34,6 +34,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "simulate_bench.py": (["--nodes", "4", "--claims", "3", "--repeat", "2"], "cpu_s"),
     "derived_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "seconds"),
     "review_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "layer_s"),
+    "worker_memory.py": (["--nodes", "4", "--snapshots", "2"], "rss_mb"),
 }
 TIMEOUT_S = 240
 
