@@ -24,9 +24,9 @@ from derived.models import (
     AllocationSpan,
     AuditReport,
     DerivedSnapshot,
+    EventSubject,
     MetricsText,
     PodExplanation,
-    PreparationFailureEvent,
 )
 from derived.reading import covers, device_history_read, stored_explain
 from tests.clusters import T0, small_cluster
@@ -206,7 +206,7 @@ def test_pruning_drops_derived_documents_no_later_query_reads(tmp_path: Path) ->
     for device in index.holdings:
         assert device_history_read(history, device) == device_history(on_read, device, index), device
     events = set(ObjectVersion.objects.filter(kind="Event").values_list("uid", flat=True))
-    assert set(PreparationFailureEvent.objects.values_list("event_uid", flat=True)) <= events
+    assert set(EventSubject.objects.values_list("event_uid", flat=True)) <= events
 
 
 def test_verdicts_that_move_with_time_are_derived_again_at_every_snapshot(tmp_path: Path) -> None:
