@@ -14,8 +14,8 @@ per-process history cache emptied before every request, as after each new 30 s s
 - ``rebuild-derived`` over the history (its first snapshot derives every live Pod);
 - after: the same requests, now read from the layer;
 - the write side: ``derive_snapshot`` of one more unchanged snapshot, and of one more generation
-  (1% churn); then rendering /metrics and the week's review for it (each a Celery task of its own
-  after a collection);
+  (1% churn, with its queries and the objects it decoded by kind); then rendering /metrics and the
+  week's review for it (each a Celery task of its own after a collection);
 - a week later: the same cluster once more (the next week's first snapshot), derived, then the
   finished week's review rendered as of it (once a week, by the same task), and that week's review
   page, cold, which now loads it (``derived.past_reviews``).
@@ -32,6 +32,9 @@ import os
 import statistics
 import sys
 import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -109,6 +112,32 @@ def timed_requests(client: Any, pods: dict[str, tuple[str, str]], repeat: int) -
     return out
 
 
+@contextmanager
+def reads_counted() -> Iterator[dict[str, Any]]:
+    """What the block read: its queries, and the objects it decoded by kind (what would grow with
+    the history kept, where the Event index read every Event version: compare ``--hours``)."""
+    import orjson
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    loads = orjson.loads
+    decoded: Counter[str] = Counter()
+
+    def counting(content: Any) -> Any:
+        obj = loads(content)
+        decoded[str(obj.get("kind")) if isinstance(obj, dict) else ""] += 1
+        return obj
+
+    out: dict[str, Any] = {}
+    orjson.loads = counting  # every module calls it through the module
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            yield out
+    finally:
+        orjson.loads = loads
+    out.update(queries=len(queries), decoded=dict(sorted(decoded.items())))
+
+
 def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
     from django.contrib.auth.models import User
     from django.core.management import call_command
@@ -150,15 +179,18 @@ def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
     )
     churned = stored_objects(next(gens))
     snap = write(cluster, WEEK_START + hours * HOUR, churned)
-    start = time.perf_counter()
-    result = derive_snapshot(snap)
+    with reads_counted() as read:
+        start = time.perf_counter()
+        result = derive_snapshot(snap)
+        seconds = round(time.perf_counter() - start, 3)
     emit(
         nodes=nodes,
         step="derive 1% churn snapshot",
-        seconds=round(time.perf_counter() - start, 3),
+        seconds=seconds,
         versions=snap.versions_written,
         deletions=snap.deletions,
         result=result.describe() if result else None,
+        **read,
     )
     start = time.perf_counter()
     render_latest_metrics(snap, force=True)

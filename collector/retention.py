@@ -67,7 +67,7 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q
 
 from collector.models import Cluster, ObjectVersion, Snapshot
-from derived.models import VERSIONED, AdminAccessResult, AllocationSpan, PreparationFailureEvent
+from derived.models import VERSIONED, AdminAccessResult, AllocationSpan, EventSubject
 
 log = logging.getLogger("claimline.retention")
 
@@ -213,11 +213,12 @@ def prune_history(cluster: Cluster, before: datetime, *, dry_run: bool = False, 
     for model in VERSIONED:
         _delete_in_batches(model.objects.filter(cluster=cluster, valid_to__lte=before), batch)
     _delete_in_batches(AllocationSpan.objects.filter(cluster=cluster, end__lte=before), batch)
-    # The device pages' lookups only say which objects to read: those whose object has no version left go.
+    # The device pages' and the derivation's lookups only say which objects to read: those whose
+    # object has no version left go.
     claims = ObjectVersion.objects.filter(cluster=cluster, kind="ResourceClaim", uid=OuterRef("claim_uid"))
     _delete_in_batches(AdminAccessResult.objects.filter(cluster=cluster).exclude(Exists(claims)), batch)
     events = ObjectVersion.objects.filter(cluster=cluster, kind="Event", uid=OuterRef("event_uid"))
-    _delete_in_batches(PreparationFailureEvent.objects.filter(cluster=cluster).exclude(Exists(events)), batch)
+    _delete_in_batches(EventSubject.objects.filter(cluster=cluster).exclude(Exists(events)), batch)
     result = PruneResult(cluster.name, before, ended, markers, snapshots)
     log.info("%s", result.describe())
     return result

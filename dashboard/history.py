@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -13,6 +13,7 @@ from django.db.models import Q
 
 from collector.kinds import KINDS
 from collector.models import Cluster, ObjectVersion, Snapshot
+from dashboard.domain.event_subjects import EventSubjects
 from dashboard.domain.metrics import CollectionHealth
 from dashboard.domain.state import ClusterState, Object, Version, ns_name
 
@@ -106,8 +107,13 @@ class _StoredState(ClusterState):
 
 # Reports walk thousands of objects one ``versions`` call at a time; past this many calls
 # for one kind, its whole history comes in one query instead of one query per object.
-# Pages ask about a handful of objects and stay on the per-object query.
+# Pages ask about a handful of objects and stay on the per-object query; a caller that knows
+# which objects it will ask about (a derivation) names them with ``prefetch`` instead.
 BULK_AFTER = 32
+# UIDs per ``uid__in`` query of ``prefetch``.
+PREFETCH_BATCH = 2000
+
+_Rows = list[tuple[datetime, bool, str]]  # one object's versions, undecoded: (valid_from, deleted, content)
 
 
 def _as_of_filter(as_of: datetime) -> Q:
@@ -123,8 +129,10 @@ class StoredHistory:
         self.snapshot_pk, self._as_of = latest_snapshot(cluster, as_of)
         self._state: ClusterState = _StoredState(self._as_of, _KindsLoadedOnDemand(self._load_kind))
         self._lookups: dict[str, int] = {}
-        self._histories: dict[str, dict[str, list[tuple[datetime, bool, str]]]] = {}
+        self._histories: dict[str, dict[str, _Rows]] = {}
+        self._prefetched: dict[str, dict[str, _Rows]] = {}
         self._derived: dict[Hashable, Any] = {}
+        self._events: EventSubjects[Version] | None = None
 
     @property
     def as_of(self) -> datetime:
@@ -144,6 +152,11 @@ class StoredHistory:
     def versions(self, kind: str, uid: str) -> list[Version]:
         by_uid = self._histories.get(kind)
         if by_uid is None:
+            prefetched = self._prefetched.get(kind)
+            if prefetched is not None and uid in prefetched:
+                return _decoded(prefetched[uid])
+            # Objects a caller named with ``prefetch`` do not count: a derivation that names what it
+            # judges stays on batched and per-object queries, whatever the number of Pods.
             self._lookups[kind] = looked_up = self._lookups.get(kind, 0) + 1
             if looked_up <= BULK_AFTER:
                 rows = (
@@ -152,10 +165,34 @@ class StoredHistory:
                     .order_by("valid_from")
                     .values_list("valid_from", "deleted", "content")
                 )
-                return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in rows]
+                return _decoded(list(rows))
             by_uid = self._histories[kind] = self._history_of(kind)[kind]
         # Decoded per call, as from the database: callers get objects of their own.
-        return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in by_uid.get(uid, ())]
+        return _decoded(by_uid.get(uid, ()))
+
+    def prefetch(self, kind: str, uids: Iterable[str]) -> None:
+        """Load the versions of these objects of ``kind`` now, in batched ``uid__in`` queries.
+
+        A derivation judging N Pods asks about their Pods and claims one at a time, far past
+        ``BULK_AFTER``: named here, they cost queries in proportion to N, where the whole kind's
+        history would grow with the history kept.
+        """
+        held = self._prefetched.setdefault(kind, {})
+        if kind in self._histories:
+            return
+        missing = sorted(set(uids).difference(held))
+        for start in range(0, len(missing), PREFETCH_BATCH):
+            batch = missing[start : start + PREFETCH_BATCH]
+            rows = (
+                self._rows()
+                .filter(kind=kind, uid__in=batch, valid_from__lte=self._as_of)
+                .order_by("uid", "valid_from")
+                .values_list("uid", "valid_from", "deleted", "content")
+            )
+            for uid in batch:
+                held[uid] = []
+            for uid, at, deleted, content in rows.iterator(PREFETCH_BATCH):
+                held[uid].append((at, deleted, content))
 
     def release(self) -> None:
         """Drop what this history decoded, now. Its state, the state's inventory and what they
@@ -182,9 +219,9 @@ class StoredHistory:
             self._derived[key] = compute()
         return self._derived[key]  # type: ignore[no-any-return]
 
-    def _history_of(self, *kinds: str) -> dict[str, dict[str, list[tuple[datetime, bool, str]]]]:
+    def _history_of(self, *kinds: str) -> dict[str, dict[str, _Rows]]:
         """Every version of every object of ``kinds`` up to ``as_of``, undecoded, by kind and UID."""
-        out: dict[str, dict[str, list[tuple[datetime, bool, str]]]] = {kind: {} for kind in kinds}
+        out: dict[str, dict[str, _Rows]] = {kind: {} for kind in kinds}
         rows = (
             self._rows()
             .filter(kind__in=kinds, valid_from__lte=self._as_of)
@@ -247,6 +284,17 @@ class StoredHistory:
         ):
             result.setdefault(uid, []).append(Version(at, None if deleted else orjson.loads(content)))
         return result
+
+    def events_about(self, uids: Collection[str], pod_names: Collection[tuple[str, str]]) -> list[list[Version]]:
+        # Every Event read once per history: a page judges one Pod, a report thousands. Only the
+        # derivation, which keeps lookup rows of what each Event is about, reads fewer.
+        if self._events is None:
+            self._events = EventSubjects(self.all_versions("Event").values())
+        return self._events.about(uids, pod_names)
+
+
+def _decoded(rows: Iterable[tuple[datetime, bool, str]]) -> list[Version]:
+    return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in rows]
 
 
 def _deleted(rows: Any, kind: str) -> dict[str, tuple[datetime, Object]]:

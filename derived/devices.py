@@ -7,7 +7,8 @@ keeps two lookups, written as snapshots are derived:
 
 - the claims that held the device: its ``AllocationSpan`` rows, and the ``AdminAccessResult``
   rows for the results with ``adminAccess`` that spans leave out (they hold nothing);
-- the Events that were ever a preparation failure about a Pod: ``PreparationFailureEvent``.
+- the Events that were ever a preparation failure about a Pod: the ``EventSubject`` rows marked
+  ``preparation_failure`` (``derived.event_subjects``, which the derivation reads too).
 
 Both only say where to look: the answer is computed from those claims' and Events' versions
 up to the asked time by the same domain code as on read, so a row too many changes nothing.
@@ -15,31 +16,24 @@ up to the asked time by the same domain code as on read, so a row too many chang
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-import orjson
-
-from collector.models import ObjectVersion, Snapshot
 from dashboard.domain.device_history import (
     DeviceIndex,
     consumers_of,
     device_history,
-    failing_pod,
     holdings,
     preparation_failures,
 )
 from dashboard.domain.inventory import DeviceId, allocated_devices
 from dashboard.domain.state import Version
 from dashboard.history import StoredHistory
-from derived.models import AdminAccessResult, AllocationSpan, PreparationFailureEvent
+from derived.event_subjects import failure_event_versions
+from derived.models import AdminAccessResult, AllocationSpan
 from derived.spans import claim_versions
 
 BATCH = 2000
-# What every reason of device_history.PREPARE_FAILURES contains: the database skips the other Events
-# (the rest is decided on the decoded Event).
-_FAILURE_MARK = "FailedPrepare"
 
 
 class AdminAccessRows:
@@ -90,31 +84,9 @@ class AdminAccessRows:
         return len(new) + len(gone)
 
 
-def write_failure_events(snapshot: Snapshot, full: bool) -> int:
-    """The Events the snapshot stored that are a preparation failure about a Pod (every such Event
-    version up to it when ``full``); rows added. A row is never removed by a later version: the
-    lookup keeps every Pod an Event was ever about, and the Event's version as of the asked time
-    decides on read."""
-    if not full and not snapshot.changed:
-        return 0
-    rows = ObjectVersion.objects.filter(
-        cluster_id=snapshot.cluster_id, kind="Event", deleted=False, content__contains=_FAILURE_MARK
-    )
-    rows = rows.filter(valid_from__lte=snapshot.at) if full else rows.filter(snapshot=snapshot)
-    new = []
-    for uid, at, content in rows.order_by("valid_from").values_list("uid", "valid_from", "content").iterator(BATCH):
-        pod = failing_pod(orjson.loads(content))
-        if pod is not None:
-            new.append(PreparationFailureEvent(cluster_id=snapshot.cluster_id, event_uid=uid, pod_uid=pod, seen=at))
-    # The first version keeps its row (the rows come oldest first): a later one adds nothing.
-    PreparationFailureEvent.objects.bulk_create(new, batch_size=BATCH, ignore_conflicts=True)
-    return len(new)
-
-
 def forget_device_rows_from(cluster_id: int, at: datetime) -> None:
     """The lookups as they were before ``at``."""
     AdminAccessResult.objects.filter(cluster_id=cluster_id, seen__gte=at).delete()
-    PreparationFailureEvent.objects.filter(cluster_id=cluster_id, seen__gte=at).delete()
 
 
 def claims_that_named(cluster_id: int, device: DeviceId, as_of: datetime) -> list[str]:
@@ -124,26 +96,6 @@ def claims_that_named(cluster_id: int, device: DeviceId, as_of: datetime) -> lis
     spans = AllocationSpan.objects.filter(seen__lte=as_of, **where).values_list("claim_uid", flat=True)
     admin = AdminAccessResult.objects.filter(seen__lte=as_of, **where).values_list("claim_uid", flat=True)
     return sorted(set(spans.union(admin)))
-
-
-def failure_event_versions(cluster_id: int, pods: Iterable[str], as_of: datetime) -> list[list[Version]]:
-    """Every version up to ``as_of`` of the Events that were a preparation failure about ``pods``,
-    in UID order as ``HistoryView.all_versions`` gives them."""
-    events: set[str] = set()
-    for batch in _batches(sorted(pods)):
-        events.update(
-            PreparationFailureEvent.objects.filter(
-                cluster_id=cluster_id, pod_uid__in=batch, seen__lte=as_of
-            ).values_list("event_uid", flat=True)
-        )
-    out: dict[str, list[Version]] = {}
-    for batch in _batches(sorted(events)):
-        rows = ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Event", uid__in=batch, valid_from__lte=as_of)
-        for uid, at, deleted, content in rows.order_by("uid", "valid_from").values_list(
-            "uid", "valid_from", "deleted", "content"
-        ):
-            out.setdefault(uid, []).append(Version(at, None if deleted else orjson.loads(content)))
-    return [out[uid] for uid in sorted(out)]
 
 
 def device_history_of(history: StoredHistory, device: DeviceId) -> dict[str, Any]:

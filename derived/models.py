@@ -395,32 +395,49 @@ class AdminAccessResult(models.Model):
         return f"{self.claim_uid} admin access to {self.driver}/{self.pool}/{self.device}"
 
 
-class PreparationFailureEvent(models.Model):
-    """An Event that was, in some version, a FailedPrepare* about a Pod (``device_history.failing_pod``).
+class EventSubject(models.Model):
+    """An object an Event was about in some version (``event_subjects.subject_key``): by the involved
+    UID, or by namespace and name for a Pod named without one.
 
-    A device's page reads the failures of the Pods that consumed its claims: this finds their
-    Events without reading every Event of the history. Which version counts is decided on read
-    (the Event's last as of the asked time), so a row only says where to look.
+    A derivation judges a few hundred Pods and reads only the Events about them and their claims;
+    a device's page reads the FailedPrepare* Events about its claims' consumer Pods
+    (``preparation_failure``, ``device_history.failing_pod``). Both find them here instead of
+    decoding every Event the history kept. Which version counts is decided on read (the Event's
+    last as of the asked time), so a row only says where to look.
+
+    A table rather than an expression index on ``ObjectVersion.content``: the content is text,
+    an index would parse every version of every kind's JSON, and Events name their subject in
+    ``involvedObject`` or ``regarding``, by UID or by name: four expressions on the collector's
+    table for one question of the derived layer, which the writer answers from the Events it
+    decodes anyway.
     """
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="preparation_failure_events")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="event_subjects")
     event_uid = models.CharField(max_length=64)
-    pod_uid = models.CharField(max_length=64)
-    seen = models.DateTimeField(help_text="The first version that was such a failure.")
+    uid = models.CharField(max_length=64, blank=True, help_text="The involved object's UID; empty when it names none.")
+    kind = models.CharField(max_length=63, blank=True)
+    namespace = models.CharField(max_length=253, blank=True)
+    name = models.CharField(max_length=253, blank=True)
+    preparation_failure = models.BooleanField(default=False, help_text="A FailedPrepare* about the Pod ``uid``.")
+    seen = models.DateTimeField(help_text="The first version that was about it (as such a failure, if one).")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["cluster", "event_uid", "pod_uid"], name="preparationfailureevent_identity"
+                fields=["cluster", "event_uid", "uid", "kind", "namespace", "name", "preparation_failure"],
+                name="eventsubject_identity",
             ),
         ]
         indexes = [
-            # A device's page: the failures of its claims' consumer Pods.
-            models.Index(fields=["cluster", "pod_uid"], name="preparationfailureevent_pod"),
+            # The Events about given Pods and claims (a derivation), or given Pods' failures (a device's page).
+            models.Index(fields=["cluster", "uid"], name="eventsubject_uid"),
+            # The Events about a Pod named without a UID.
+            models.Index(fields=["cluster", "namespace", "name"], name="eventsubject_pod_name", condition=Q(uid="")),
         ]
 
     def __str__(self) -> str:
-        return f"event {self.event_uid} failed preparing Pod {self.pod_uid}"
+        about = self.uid or f"{self.kind} {self.namespace}/{self.name}"
+        return f"event {self.event_uid} about {about}"
 
 
 # The rows versioned like the history (valid from/to): rebuild-derived forgets them from a time on,

@@ -38,15 +38,16 @@ from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.audit import audit
 from dashboard.domain.claims import consumers
 from dashboard.domain.inventory import Inventory
-from dashboard.domain.leaks import CachedHistory, leak_candidates
+from dashboard.domain.leaks import leak_candidates
 from dashboard.domain.lifecycle import is_terminal
 from dashboard.domain.metrics import pod_counts
 from dashboard.domain.overview import devices_by_model
-from dashboard.domain.state import HistoryView, Version, uid_of
+from dashboard.domain.state import ns_name, uid_of
 from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
-from derived.devices import AdminAccessRows, forget_device_rows_from, write_failure_events
+from derived.devices import AdminAccessRows, forget_device_rows_from
+from derived.event_subjects import forget_event_subjects_from, write_event_subjects
 from derived.listings import write_claim_listings
 from derived.models import (
     DOMAIN_VERSION,
@@ -59,6 +60,7 @@ from derived.models import (
     PodExplanation,
     ReviewDocument,
 )
+from derived.snapshot_history import SnapshotHistory
 from derived.spans import forget_spans_from, inventory_held_in_part, write_spans
 
 log = logging.getLogger("claimline.derived")
@@ -71,83 +73,6 @@ BATCH = 2000
 
 class DerivationOrderError(ValueError):
     """A snapshot older than one already derived: the layer, like history, only moves forward."""
-
-
-class _SnapshotHistory(CachedHistory):
-    """The snapshot's history, sharing ``before`` views: every Pod deleted at one time is
-    judged against the same earlier history (and its one inventory and event index)."""
-
-    def __init__(self, history: HistoryView, inventory_changed: bool = True) -> None:
-        super().__init__(history)
-        self._before: dict[datetime, HistoryView] = {}
-        self._events: dict[str, list[Version]] | None = None
-        self._inventories: dict[int, tuple[HistoryView, Inventory]] = {}
-        # Whether the snapshot changed anything but claims, templates, Pods and Events: if not, the
-        # cluster just before it has the same devices and nodes, and only the holders are read again.
-        self._inventory_changed = inventory_changed
-
-    def versions(self, kind: str, uid: str) -> list[Version]:
-        # Not remembered: each Pod's judgement gets objects of its own, as from the database.
-        return self._history.versions(kind, uid)
-
-    def before(self, t: datetime) -> HistoryView:
-        if t not in self._before:
-            earlier = self._history.before(t)
-            self._before[t] = earlier if earlier is self._history else _EarlierHistory(earlier, self)
-        return self._before[t]
-
-    def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
-        if kind != "Event" or since is not None:
-            return self._history.all_versions(kind, since)
-        if self._events is None:  # read once for the event indexes of this history and the one before it
-            self._events = self._history.all_versions(kind)
-        return self._events
-
-    def release(self) -> None:
-        """Free what the derivation decoded (``StoredHistory.release``): this snapshot's history and
-        the earlier ones it judged deleted Pods against, which share its decoded objects."""
-        for view in (*self._before.values(), self):
-            stored = view._history if isinstance(view, CachedHistory) else view
-            if isinstance(stored, StoredHistory):
-                stored.release()
-        self._before.clear()
-        self._inventories.clear()
-        self._versions.clear()
-        self._events = None
-
-    def inventory_of(self, history: HistoryView) -> Inventory:
-        """One inventory per history judged from (keeps the history alive, so ids stay unique)."""
-        held = self._inventories.get(id(history))
-        if held is None:
-            if not self._inventory_changed and history is not self and history is self._before.get(self.as_of):
-                inventory = self.inventory_of(self).with_claims_of(history.state)
-            else:
-                inventory = Inventory.of(history.state)
-            held = self._inventories[id(history)] = (history, inventory)
-        return held[1]
-
-
-class _EarlierHistory(CachedHistory):
-    """The history just before the snapshot, its Events' versions cut from the snapshot's own: every
-    Event of the cluster's history is read and decoded once per derivation, not once per view."""
-
-    def __init__(self, history: HistoryView, later: _SnapshotHistory) -> None:
-        super().__init__(history)
-        self._later = later
-
-    def versions(self, kind: str, uid: str) -> list[Version]:
-        return self._history.versions(kind, uid)
-
-    def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
-        if kind != "Event" or since is not None:
-            return self._history.all_versions(kind, since)
-        as_of = self.as_of
-        out: dict[str, list[Version]] = {}
-        for uid, versions in self._later.all_versions(kind).items():
-            kept = [v for v in versions if v.at <= as_of]
-            if kept:
-                out[uid] = kept
-        return out
 
 
 @dataclass(frozen=True)
@@ -188,7 +113,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         full = previous is None or not covered(previous)
         changed_kinds = set(ObjectVersion.objects.filter(snapshot=snapshot).values_list("kind", flat=True).distinct())
         changed_inventory = bool(changed_kinds - _POD_SCOPED)
-        history = _SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at), changed_inventory)
+        history = SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at), changed_inventory)
         try:
             if full:
                 pods = set(history.state.objects.get("Pod", {}))
@@ -199,7 +124,9 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             else:
                 pods = affected_pods(snapshot) if snapshot.changed else set()
                 pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
-            written = _write(snapshot, history, pods)
+            # Before judging: the lookup then holds every Event version up to the snapshot.
+            write_event_subjects(snapshot, full)
+            written = _write(snapshot, history, pods, full)
             if full or changed_kinds - {"Event"}:
                 written += _write_audit(snapshot, history)
             if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
@@ -208,7 +135,6 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             admin_access = AdminAccessRows()
             write_spans(snapshot, full, admin_access.observe)
             admin_access.write(snapshot.cluster_id, full)
-            write_failure_events(snapshot, full)
             written += write_claim_listings(snapshot, full, history.state)
             DerivedSnapshot.objects.create(
                 held_in_part=_held_in_part(history, None if full else previous, changed_inventory),
@@ -227,7 +153,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
     return result
 
 
-def _held_in_part(history: _SnapshotHistory, previous: int | None, changed_inventory: bool) -> bool:
+def _held_in_part(history: SnapshotHistory, previous: int | None, changed_inventory: bool) -> bool:
     """The inventory's ``held_in_part``: the previous snapshot's unless this one changed the inventory."""
     if previous is not None and not changed_inventory:
         known = held_in_part_of(previous)
@@ -331,14 +257,21 @@ def _involved(cluster_id: int, events: list[tuple[str, str, bool]]) -> Iterable[
                 yield involved
 
 
-def _write(snapshot: Snapshot, history: _SnapshotHistory, pods: set[str]) -> int:
+def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: bool) -> int:
     at = snapshot.at
     heads: dict[str, tuple[int, str]] = {}
+    claims: set[str] = set()
+    names: set[tuple[str, str]] = set()
     uids = sorted(pods)
     for start in range(0, len(uids), BATCH):
         batch = _open(snapshot.cluster_id).filter(pod_uid__in=uids[start : start + BATCH])
-        for pk, pod_uid, digest in batch.values_list("pk", "pod_uid", "content_hash"):
+        read = batch.values_list("pk", "pod_uid", "content_hash", "claim_uids", "namespace", "name")
+        for pk, pod_uid, digest, claim_uids, namespace, name in read:
             heads[pod_uid] = (pk, digest)
+            claims.update(claim_uids.split())
+            names.add((namespace, name))
+    if not full:
+        _judging(snapshot, history, pods, claims, names)
     superseded: list[int] = []
     rows: list[PodExplanation] = []
     changed: dict[str, dict[str, Any]] = {}
@@ -361,6 +294,25 @@ def _write(snapshot: Snapshot, history: _SnapshotHistory, pods: set[str]) -> int
     return len(rows) + write_claim_rows(snapshot.cluster_id, at, changed)
 
 
+def _judging(
+    snapshot: Snapshot, history: SnapshotHistory, pods: set[str], claims: set[str], names: set[tuple[str, str]]
+) -> None:
+    """Tell the history what judging ``pods`` reads, so it costs queries in proportion to them: the
+    claims their documents named (``claims``), the ones the snapshot changed and the live ones naming
+    them; their names (``names``, with the live Pods'), for the Events naming a Pod without a UID."""
+    claims = claims | set(
+        ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim").values_list("uid", flat=True)
+    )
+    for claim in history.state.of_kind("ResourceClaim"):
+        if not pods.isdisjoint(_pods_named_by_claim(claim)):
+            claims.add(uid_of(claim))
+    for uid in pods:
+        pod = history.state.get("Pod", uid)
+        if pod is not None:
+            names.add(ns_name(pod))
+    history.judging(pods, claims, names)
+
+
 # The cluster-wide documents kept one row per span of snapshots: the head is open (valid_to NULL).
 _ClusterRow = type[AuditReport] | type[DeviceCounts] | type[LeakCandidates]
 
@@ -380,12 +332,12 @@ def _follow(model: _ClusterRow, snapshot: Snapshot, **fields: Any) -> int:
     return 1
 
 
-def _write_audit(snapshot: Snapshot, history: _SnapshotHistory) -> int:
+def _write_audit(snapshot: Snapshot, history: SnapshotHistory) -> int:
     """The audit as of the snapshot, when it differs from the one before; how many rows were written."""
     return _write_document(AuditReport, snapshot, "warnings", audit(history)["warnings"])
 
 
-def _write_device_counts(snapshot: Snapshot, history: _SnapshotHistory) -> int:
+def _write_device_counts(snapshot: Snapshot, history: SnapshotHistory) -> int:
     """The overview's device counts as of the snapshot, when they differ from before; rows written."""
     return _write_document(DeviceCounts, snapshot, "document", devices_by_model(Inventory.of(history.state)))
 
@@ -401,7 +353,7 @@ def _write_document(model: type[AuditReport] | type[DeviceCounts], snapshot: Sna
     return _follow(model, snapshot, **{field: content.decode(), "content_hash": digest})
 
 
-def _write_leak_candidates(snapshot: Snapshot, history: _SnapshotHistory, full: bool) -> int:
+def _write_leak_candidates(snapshot: Snapshot, history: SnapshotHistory, full: bool) -> int:
     """The claims that can be flagged as of the snapshot, when they differ from before; rows written."""
     head = _head(LeakCandidates, snapshot)
     before = set(head.claim_uids.split()) if head is not None and not full else None
@@ -420,14 +372,27 @@ def _write_leak_candidates(snapshot: Snapshot, history: _SnapshotHistory, full: 
                 if any(str(c.get("uid")) in pods for c in consumers(claim))
             )
         recheck = before | claims
+        history.prefetch("ResourceClaim", recheck)
+        history.prefetch("Pod", _consumers_of(history, recheck))
         now = (before - recheck) | leak_candidates(history, recheck)
     if head is not None and set(head.claim_uids.split()) == now:
         return 0
     return _follow(LeakCandidates, snapshot, claim_uids=" ".join(sorted(now)))
 
 
+def _consumers_of(history: SnapshotHistory, claim_uids: set[str]) -> set[str]:
+    """The Pods the live claims of ``claim_uids`` name as consumers: what their leak conditions read."""
+    return {
+        str(c.get("uid"))
+        for uid in claim_uids
+        if (claim := history.state.get("ResourceClaim", uid)) is not None
+        for c in consumers(claim)
+        if c.get("uid")
+    }
+
+
 def _row(
-    snapshot: Snapshot, pod_uid: str, doc: dict[str, Any], content: str, digest: str, history: _SnapshotHistory
+    snapshot: Snapshot, pod_uid: str, doc: dict[str, Any], content: str, digest: str, history: SnapshotHistory
 ) -> PodExplanation:
     summary = doc["pod"]
     live_pod = history.state.get("Pod", pod_uid)
@@ -458,6 +423,7 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
             model.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)
         forget_spans_from(cluster.pk, at)
         forget_device_rows_from(cluster.pk, at)
+        forget_event_subjects_from(cluster.pk, at)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
         ReviewDocument.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,9 @@ from derived.models import (
     AllocationSpan,
     AuditReport,
     DerivedSnapshot,
+    EventSubject,
     MetricsText,
     PodExplanation,
-    PreparationFailureEvent,
 )
 from derived.reading import covers, device_history_read, stored_explain
 from tests.clusters import T0, small_cluster
@@ -206,7 +207,7 @@ def test_pruning_drops_derived_documents_no_later_query_reads(tmp_path: Path) ->
     for device in index.holdings:
         assert device_history_read(history, device) == device_history(on_read, device, index), device
     events = set(ObjectVersion.objects.filter(kind="Event").values_list("uid", flat=True))
-    assert set(PreparationFailureEvent.objects.values_list("event_uid", flat=True)) <= events
+    assert set(EventSubject.objects.values_list("event_uid", flat=True)) <= events
 
 
 def test_verdicts_that_move_with_time_are_derived_again_at_every_snapshot(tmp_path: Path) -> None:
@@ -448,3 +449,96 @@ def test_an_incarnation_deleted_earlier_is_not_judged_again(tmp_path: Path) -> N
     assert uid not in affected_pods(third)
     assert PodExplanation.objects.filter(pod_uid=uid, valid_to__isnull=True).exists()
     assert assert_layer_matches_derivation("demo") > 0
+
+
+def _churned_history(tmp_path: Path, cluster: str, steps: int) -> Snapshot:
+    """``small_cluster`` and then ``steps`` snapshots each replacing a job Pod (its claim and Event
+    with it), then one more; returns that last snapshot with its derivation forgotten."""
+    from derived.writer import forget_from
+
+    objects = small_cluster()
+    dump = tmp_path / "cluster.json"
+
+    def job(i: int) -> list[dict[str, Any]]:
+        started = T0 + timedelta(minutes=i)
+        pod = b.pod(
+            "team-a", f"job-{i}", started, claims=[("gpu", {"claim": f"job-{i}-gpu"})], node_name="worker-1",
+            phase="Running", conditions=b.running_conditions(started, started),
+            container_state=b.state_running(started),
+        )
+        claim = b.claim(
+            "team-a", f"job-{i}-gpu", [b.request()], started, allocated=[("gpu", "worker-1", "gpu-3")],
+            allocated_at=started, reserved_for=[pod],
+        )
+        return [pod, claim, b.event(pod, "Started", "Started container main", started, type="Normal")]
+
+    current: list[dict[str, Any]] = []
+    for i in range(steps + 1):
+        current = job(i)
+        dump.write_bytes(b.dump_json(objects + current))
+        call_command(
+            "import-snapshot", str(dump), "--at", (T0 + timedelta(minutes=i)).isoformat(), "--cluster", cluster
+        )
+    last = Snapshot.objects.filter(cluster__name=cluster).order_by("-at").first()
+    assert last is not None
+    forget_from(last.cluster, last.at)
+    return last
+
+
+@pytest.mark.parametrize("bulk_after", [32, 1])
+def test_a_churned_derivation_reads_what_the_change_touches_not_the_history_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bulk_after: int
+) -> None:
+    """The same churn after 2 and after 12 earlier ones: no more queries, objects decoded (the Events
+    are found by the lookup, not decoded all) or rows of whole histories read (with ``BULK_AFTER`` 1,
+    every Pod and claim asked about past the first would otherwise load its kind's)."""
+    import orjson as orjson_module
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    import dashboard.history
+    from derived.writer import derive_snapshot
+
+    monkeypatch.setattr(dashboard.history, "BULK_AFTER", bulk_after)
+    loads = orjson_module.loads
+    whole: list[int] = []
+    history_of = StoredHistory._history_of
+    all_versions = StoredHistory.all_versions
+
+    def counted_history_of(self: StoredHistory, *kinds: str) -> Any:
+        out = history_of(self, *kinds)
+        whole.append(sum(len(v) for by_uid in out.values() for v in by_uid.values()))
+        return out
+
+    def counted_all_versions(self: StoredHistory, kind: str, since: Any = None) -> Any:
+        out = all_versions(self, kind, since)
+        whole.append(sum(len(v) for v in out.values()))
+        return out
+
+    monkeypatch.setattr(StoredHistory, "_history_of", counted_history_of)
+    monkeypatch.setattr(StoredHistory, "all_versions", counted_all_versions)
+    read = []
+    for steps in (2, 12):
+        snapshot = _churned_history(tmp_path, f"churned-{steps}", steps)
+        decoded: list[str] = []
+
+        def counting(content: Any, decoded: list[str] = decoded) -> Any:
+            obj = loads(content)
+            decoded.append(obj.get("kind", "") if isinstance(obj, dict) else "")
+            return obj
+
+        whole.clear()
+        monkeypatch.setattr(orjson_module, "loads", counting)
+        with CaptureQueriesContext(connection) as queries:
+            result = derive_snapshot(snapshot)
+        monkeypatch.setattr(orjson_module, "loads", loads)
+        assert result is not None and not result.full and result.pods_derived == 2
+        read.append((len(queries), sorted(decoded), sum(whole)))
+    (short_queries, short_decoded, short_whole), (long_queries, long_decoded, long_whole) = read
+    # At most as much (the first derivation of a process may fill a cache the second finds full).
+    assert Counter(long_decoded)["Event"] == Counter(short_decoded)["Event"] > 0
+    assert not Counter(long_decoded) - Counter(short_decoded), (Counter(long_decoded), Counter(short_decoded))
+    assert long_queries <= short_queries
+    assert long_whole <= short_whole
+    for steps in (2, 12):
+        assert assert_layer_matches_derivation(f"churned-{steps}") > 0

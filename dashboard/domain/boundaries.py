@@ -7,13 +7,12 @@ read the Pod, its conditions and its events through the helpers here.
 
 from __future__ import annotations
 
-import contextlib
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from dashboard.domain.event_subjects import involved_of, newest_content, subject_key
 from dashboard.domain.inventory import AllocatedDevice, Inventory
 from dashboard.domain.matching import SelectorCache
 from dashboard.domain.pod_claims import PodClaim
@@ -158,55 +157,28 @@ def is_terminal(pod: Object) -> bool:
 # --- events ----------------------------------------------------------------------------------------
 
 
-@dataclass
-class _EventIndex:
-    """Every event's newest stored content, by the UID (or Pod name) it is about."""
-
-    by_uid: dict[str, list[tuple[datetime, Object]]] = field(default_factory=dict)
-    by_pod_name: dict[tuple[str, str], list[tuple[datetime, Object]]] = field(default_factory=dict)
-
-
-# One index per history object: a report over thousands of Pods would otherwise reload every
-# event once per Pod. Histories are immutable views as of one time, so the index stays valid.
-_EVENT_INDEXES: weakref.WeakKeyDictionary[Any, _EventIndex] = weakref.WeakKeyDictionary()
-
-
-def _event_index(history: HistoryView) -> _EventIndex:
-    index = _EVENT_INDEXES.get(history)
-    if index is not None:
-        return index
-    index = _EventIndex()
-    for versions in history.all_versions("Event").values():
-        latest = next((v for v in reversed(versions) if v.obj is not None), None)
-        if latest is None or latest.obj is None:
-            continue
-        # When the event was last valid: a deletion after it, or still live.
-        last_seen = versions[-1].at if versions[-1].obj is None else history.as_of
-        event = latest.obj
-        involved = event.get("involvedObject") or event.get("regarding") or {}
-        if not isinstance(involved, dict):
-            continue
-        if involved.get("uid"):
-            index.by_uid.setdefault(str(involved["uid"]), []).append((last_seen, event))
-        elif involved.get("kind") == "Pod":
-            key = (str(involved.get("namespace") or ""), str(involved.get("name") or ""))
-            index.by_pod_name.setdefault(key, []).append((last_seen, event))
-    with contextlib.suppress(TypeError):  # a history that cannot be weakly referenced is not cached
-        _EVENT_INDEXES[history] = index
-    return index
-
-
 def related_events(history: HistoryView, pod: Object, claim_uids: Iterable[str] = ()) -> list[Object]:
     """Events about the Pod incarnation (by UID) or its claims, including ones the cluster expired.
 
     The last stored content of each event counts, so a count that grew is read at its newest.
+    Ties in time and reason are broken by the Event's UID: the order then depends neither on the
+    order the history gives the Events in nor on how it found them.
     """
-    index = _event_index(history)
     since = parse_time(meta(pod).get("creationTimestamp"))
-    candidates = [entry for uid in {uid_of(pod), *claim_uids} for entry in index.by_uid.get(uid, ())]
-    candidates += index.by_pod_name.get(ns_name(pod), [])
-    out = [event for last_seen, event in candidates if since is None or last_seen >= since]
-    return sorted(out, key=lambda e: (time_key(event_first(e)), str(e.get("reason"))))
+    subjects = {uid_of(pod), *claim_uids} - {""}
+    pod_name = ns_name(pod)
+    out = []
+    for versions in history.events_about(subjects, [pod_name]):
+        event = newest_content(versions)
+        involved = involved_of(event) if event is not None else None
+        key = subject_key(involved) if involved is not None else None
+        if event is None or key is None or (key not in subjects and key != pod_name):
+            continue  # a history may answer with more Events than asked about
+        # When the event was last valid: a deletion after it, or still live.
+        last_seen = versions[-1].at if versions[-1].obj is None else history.as_of
+        if since is None or last_seen >= since:
+            out.append(event)
+    return sorted(out, key=lambda e: (time_key(event_first(e)), str(e.get("reason")), uid_of(e)))
 
 
 # --- one Pod incarnation ---------------------------------------------------------------------------

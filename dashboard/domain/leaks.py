@@ -25,7 +25,7 @@ The claim is flagged once ``as_of - observed_since`` exceeds the reason's thresh
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -715,6 +715,9 @@ class CachedHistory:
 
     def deleted(self, kind: str) -> dict[str, tuple[datetime, Object]]:
         return self._history.deleted(kind)
+
+    def events_about(self, uids: Collection[str], pod_names: Collection[tuple[str, str]]) -> list[list[Version]]:
+        return self._history.events_about(uids, pod_names)
 
 
 @dataclass(frozen=True)

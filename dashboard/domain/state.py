@@ -7,10 +7,12 @@ versions, ``MemoryHistory`` from snapshots in memory (tests, imports).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
+
+from dashboard.domain.event_subjects import EventSubjects
 
 Object = dict[str, Any]
 
@@ -107,6 +109,15 @@ class HistoryView(Protocol):
         ``deleted_of(all_versions(kind))`` says, without the versions of the objects still live)."""
         ...
 
+    def events_about(self, uids: Collection[str], pod_names: Collection[tuple[str, str]]) -> list[list[Version]]:
+        """The versions up to ``as_of`` of the Events about one of ``uids`` (their involved object's
+        UID) or, naming no UID, about a Pod of ``pod_names`` (namespace, name), in no set order.
+
+        What an Event is about is what its newest content up to ``as_of`` says; Events about
+        other objects may come too (the caller checks, ``event_subjects.subject_key``).
+        """
+        ...
+
 
 class MemoryHistory:
     """A ``HistoryView`` over snapshots held in memory: ``[(at, [objects…]), …]`` in time order.
@@ -146,6 +157,7 @@ class MemoryHistory:
         for (kind, uid), obj in live.items():
             objects_by_kind.setdefault(kind, {})[uid] = obj
         self._state = ClusterState(self._as_of, objects_by_kind)
+        self._events: EventSubjects[Version] | None = None
 
     @property
     def as_of(self) -> datetime:
@@ -183,6 +195,11 @@ class MemoryHistory:
 
     def deleted(self, kind: str) -> dict[str, tuple[datetime, Object]]:
         return deleted_of(self.all_versions(kind))
+
+    def events_about(self, uids: Collection[str], pod_names: Collection[tuple[str, str]]) -> list[list[Version]]:
+        if self._events is None:
+            self._events = EventSubjects(self.all_versions("Event").values())
+        return self._events.about(uids, pod_names)
 
 
 def deleted_of(versions_by_uid: Mapping[str, Sequence[Version]]) -> dict[str, tuple[datetime, Object]]:
