@@ -270,7 +270,7 @@ def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: b
             heads[pod_uid] = (pk, digest)
             claims.update(claim_uids.split())
             names.add((namespace, name))
-    if not full:
+    if pods and not full:  # nothing judged (an unchanged snapshot): nothing to read ahead
         _judging(snapshot, history, pods, claims, names)
     superseded: list[int] = []
     rows: list[PodExplanation] = []
