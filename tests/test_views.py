@@ -57,8 +57,10 @@ def test_claim_page_shows_versions_with_their_changes(admin_client: Client, hist
     response = admin_client.get(f"/c/demo/claims/{claim['metadata']['uid']}/")
     body = response.content.decode()
     assert response.status_code == 200
-    assert body.count("<li>") == 2
-    assert "status.reservedFor" in body
+    versions = body[body.index('id="versions"') :]
+    assert versions.count("<li>") == 2  # the boundaries' evidence above is a list too
+    assert "status.reservedFor" in versions
+    assert 'data-testid="claim-boundaries"' in body[: body.index('id="versions"')]
 
 
 def test_unknown_claim_and_cluster_are_404(admin_client: Client, history: list[dict]) -> None:
