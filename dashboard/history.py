@@ -205,7 +205,9 @@ class StoredHistory:
         if isinstance(self._state, _StoredState):
             self._state._names.clear()
         self._histories.clear()
+        self._prefetched.clear()
         self._derived.clear()
+        self._events = None
 
     def preload(self, *kinds: str) -> None:
         """Load every version of ``kinds`` now, in one query: for reports about every claim of the cluster."""

@@ -26,6 +26,7 @@ from derived.models import ClaimJudgement, PodExplanation
 BATCH = 2000
 # What a row holds of each boundary: model fields ``<boundary>_<key>``.
 _KEYS = ("state", "since", "reason")
+_STATES = tuple(f"{name}_{key}" for name in BOUNDARIES for key in _KEYS)
 
 
 def claim_states(doc: Mapping[str, Any]) -> dict[str, dict[str, str]]:
@@ -47,7 +48,7 @@ def claim_states(doc: Mapping[str, Any]) -> dict[str, dict[str, str]]:
 def write_claim_rows(cluster_id: int, at: datetime, judged: Mapping[str, Mapping[str, Any]]) -> int:
     """Bring the open rows of the judged Pods (Pod UID → its new document) in line with their
     documents' claims, as of ``at``; rows written."""
-    compared = ["claim_uid", *(f"{name}_{key}" for name in BOUNDARIES for key in _KEYS)]
+    compared = ["claim_uid", *_STATES]
     heads: dict[str, dict[str, tuple[int, tuple[str, ...]]]] = {}  # Pod → claim → (pk, states)
     pods = sorted(judged)
     for start in range(0, len(pods), BATCH):
@@ -142,7 +143,7 @@ def rows_from(docs: Iterable[Mapping[str, Any]], claim_uid: str) -> list[dict[st
 
 def stored_rows(cluster: Cluster, claim_uid: str, as_of: datetime) -> list[dict[str, str]]:
     """The claim's rows valid at ``as_of`` as fields, in the same order as ``rows_from``."""
-    fields = ["pod_uid", "pod_name", "namespace", *(f"{name}_{key}" for name in BOUNDARIES for key in _KEYS)]
+    fields = ["pod_uid", "pod_name", "namespace", *_STATES]
     valid = Q(valid_to__isnull=True) | Q(valid_to__gt=as_of)
     rows = ClaimJudgement.objects.filter(valid, cluster=cluster, claim_uid=claim_uid, valid_from__lte=as_of)
     return sorted(rows.values(*fields), key=lambda f: (f["pod_name"], f["pod_uid"]))

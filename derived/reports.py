@@ -66,14 +66,6 @@ def audit_read(history: StoredHistory) -> dict[str, Any]:
     return history.derived("audit", lambda: audit(history))
 
 
-def counts_as_of(cluster_id: int, at: datetime) -> dict[str, PodCounts]:
-    """What /metrics counts of every live, unfinished Pod valid at ``at``, by Pod UID."""
-    rows = PodExplanation.objects.filter(
-        Q(valid_to__isnull=True) | Q(valid_to__gt=at), cluster_id=cluster_id, counted=True, valid_from__lte=at
-    ).values_list("pod_uid", "states")
-    return {pod: orjson.loads(states) for pod, states in rows.iterator(BATCH)}
-
-
 # Every reason /metrics counts as a preparation failure has it in its name (tests/test_metrics.py).
 PREPARE_FAILURE_MARK = "FailedPrepare"
 
@@ -84,7 +76,9 @@ def known_for(history: StoredHistory, thresholds: Thresholds) -> Known:
     preparation failures. Nothing when it does not cover it (every family is computed then)."""
     if not covered(history.snapshot_pk):
         return Known()
-    counts = counts_as_of(history.cluster.pk, history.as_of)
+    # What /metrics counts of every live, unfinished Pod, by Pod UID.
+    rows = valid_rows(history, PodExplanation).filter(counted=True).values_list("pod_uid", "states")
+    counts: dict[str, PodCounts] = {pod: orjson.loads(states) for pod, states in rows.iterator(BATCH)}
 
     def counts_of(pod: Object) -> PodCounts | None:
         return counts.get(uid_of(pod))
