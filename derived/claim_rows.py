@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import orjson
 from django.db.models import Q
 
 from collector.models import Cluster
 from dashboard.domain.boundaries import BOUNDARIES
+from derived.documents import unpack
 from derived.models import ClaimJudgement, PodExplanation
 
 BATCH = 2000
@@ -106,8 +106,8 @@ def claim_judgements(cluster: Cluster, claim_uid: str, as_of: datetime) -> list[
     rows = list(ClaimJudgement.objects.filter(valid, cluster=cluster, claim_uid=claim_uid, valid_from__lte=as_of))
     docs = PodExplanation.objects.filter(
         valid, cluster=cluster, pod_uid__in=[row.pod_uid for row in rows], valid_from__lte=as_of
-    ).values_list("pod_uid", "content")
-    parts = {pod: _part_of(orjson.loads(content), claim_uid) for pod, content in docs}
+    ).values_list("pod_uid", "content", "dictionary_id")
+    parts = {pod: _part_of(unpack(content, d), claim_uid) for pod, content, d in docs}
     judgements = []
     for row in sorted(rows, key=lambda r: (r.pod_name, r.pod_uid)):
         part = parts.get(row.pod_uid) or {}

@@ -5,6 +5,7 @@ are derived and read where only a few objects' Events matter: the Pods a derivat
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import TypeVar
@@ -34,23 +35,33 @@ def write_event_subjects(snapshot: Snapshot, full: bool) -> int:
     for uid, at, content in rows.order_by("valid_from").values_list("uid", "valid_from", "content").iterator(BATCH):
         event = orjson.loads(content)
         involved = involved_of(event)
-        if involved is None or subject_key(involved) is None:
+        key = subject_key(involved) if involved is not None else None
+        if key is None:
             continue
+        about, (namespace, name) = (key, ("", "")) if isinstance(key, str) else ("", key)
+        failure = failing_pod(event) is not None
         new.append(
             EventSubject(
                 cluster_id=snapshot.cluster_id,
                 event_uid=uid,
-                uid=str(involved.get("uid") or ""),
-                kind=str(involved.get("kind") or ""),
-                namespace=str(involved.get("namespace") or ""),
-                name=str(involved.get("name") or ""),
-                preparation_failure=failing_pod(event) is not None,
+                uid=about,
+                namespace=namespace,
+                name=name,
+                preparation_failure=failure,
                 seen=at,
+                subject=subject_digest(snapshot.cluster_id, uid, key, failure),
             )
         )
     # The first version keeps its row (the rows come oldest first): a later one adds nothing.
     EventSubject.objects.bulk_create(new, batch_size=BATCH, ignore_conflicts=True)
     return len(new)
+
+
+def subject_digest(cluster_id: int, event_uid: str, key: str | PodName, preparation_failure: bool) -> bytes:
+    """A row's identity: which cluster's Event, about what (a UID or a Pod's name), marked how."""
+    about = key if isinstance(key, str) else "\0".join(("Pod", *key))
+    parts = (str(cluster_id), event_uid, about, "1" if preparation_failure else "0")
+    return hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).digest()
 
 
 def forget_event_subjects_from(cluster_id: int, at: datetime) -> None:
@@ -107,7 +118,7 @@ class SubjectEvents:
             for pod_name in names:
                 self._events_of[pod_name] = set()
             by_name = self._rows.filter(
-                uid="", kind="Pod", namespace__in={ns for ns, _ in names}, name__in={n for _, n in names}
+                uid="", namespace__in={ns for ns, _ in names}, name__in={n for _, n in names}
             )
             for namespace, name, event in by_name.values_list("namespace", "name", "event_uid"):
                 if (namespace, name) in wanted:

@@ -60,6 +60,21 @@ class DerivedSnapshot(models.Model):
         return f"derived {self.cluster_id} @ {self.at.isoformat()}"
 
 
+class DocumentDictionary(models.Model):
+    """A zlib preset dictionary trained on a cluster's Pod explanations (``derived.documents``).
+
+    Never changed once written: the rows compressed with it name it, and it outlives them (a few
+    KB per cluster), so retention and rebuild-derived leave it alone.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="document_dictionaries")
+    content = models.BinaryField()
+    trained = models.DateTimeField(help_text="The snapshot whose documents trained it.")
+
+    def __str__(self) -> str:
+        return f"document dictionary {self.pk} of cluster {self.cluster_id} ({len(self.content)} bytes)"
+
+
 class PodExplanation(models.Model):
     """One Pod incarnation's explain document (``verdicts.explain_incarnation``) as of a span of snapshots.
 
@@ -71,8 +86,10 @@ class PodExplanation(models.Model):
     pod_uid = models.CharField(max_length=64)
     namespace = models.CharField(max_length=253)
     name = models.CharField(max_length=253)
-    content = models.TextField(help_text="JSON: pod, claims, verdict, timeline.")
-    content_hash = models.CharField(max_length=32)
+    content = models.BinaryField(help_text="JSON (pod, claims, verdict, timeline), zlib against ``dictionary``.")
+    # RESTRICT: a dictionary goes only with its cluster, which takes these rows with it.
+    dictionary = models.ForeignKey(DocumentDictionary, null=True, on_delete=models.RESTRICT, db_index=False)
+    content_hash = models.CharField(max_length=32, help_text="Of the JSON: a re-derived document is compared by it.")
     claim_uids = models.TextField(blank=True, help_text="The claims the document judged, space-separated.")
     states = models.TextField(blank=True, help_text="JSON: the claim states /metrics counts (metrics.claim_states).")
     # What later snapshots must re-derive (derived.writer): a live, unfinished Pod that is not
@@ -415,18 +432,19 @@ class EventSubject(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="event_subjects")
     event_uid = models.CharField(max_length=64)
     uid = models.CharField(max_length=64, blank=True, help_text="The involved object's UID; empty when it names none.")
-    kind = models.CharField(max_length=63, blank=True)
+    # Only for a Pod named without a UID (``subject_key``): a UID says all a lookup needs.
     namespace = models.CharField(max_length=253, blank=True)
     name = models.CharField(max_length=253, blank=True)
     preparation_failure = models.BooleanField(default=False, help_text="A FailedPrepare* about the Pod ``uid``.")
     seen = models.DateTimeField(help_text="The first version that was about it (as such a failure, if one).")
+    # The identity as one 16-byte digest (``event_subjects.subject_digest``): unique over the columns
+    # themselves, the index held every UID and name again and weighed more than the rows.
+    subject = models.BinaryField(max_length=16, help_text="Digest of cluster, Event, subject and failure mark.")
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(
-                fields=["cluster", "event_uid", "uid", "kind", "namespace", "name", "preparation_failure"],
-                name="eventsubject_identity",
-            ),
+            # A later version of an Event about the same subject adds no row (bulk_create ignores it).
+            models.UniqueConstraint(fields=["subject"], name="eventsubject_identity"),
         ]
         indexes = [
             # The Events about given Pods and claims (a derivation), or given Pods' failures (a device's page).
@@ -436,7 +454,7 @@ class EventSubject(models.Model):
         ]
 
     def __str__(self) -> str:
-        about = self.uid or f"{self.kind} {self.namespace}/{self.name}"
+        about = self.uid or f"Pod {self.namespace}/{self.name}"
         return f"event {self.event_uid} about {about}"
 
 

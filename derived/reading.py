@@ -29,6 +29,7 @@ from dashboard.domain.verdicts import explain, explain_document, incarnation_ent
 from dashboard.history import StoredHistory, namespaces_in_use, uids_named
 from dashboard.reading import leak_thresholds
 from derived.devices import device_history_of
+from derived.documents import unpack
 from derived.listings import summary_of
 from derived.models import ClaimListing, DeviceCounts, PodExplanation
 from derived.rendered import metrics_text_stands
@@ -53,7 +54,7 @@ def stored_explain(
     uids = uids_named(history.cluster, "Pod", namespace, name, history.as_of)
     uid = pick_incarnation(uids, history.as_of, namespace, name, pod_uid)
     rows = valid_rows(history, PodExplanation).filter(pod_uid__in=uids)
-    docs = {pod: orjson.loads(content) for pod, content in rows.values_list("pod_uid", "content")}
+    docs = {pod: unpack(content, d) for pod, content, d in rows.values_list("pod_uid", "content", "dictionary_id")}
     if any(u not in docs for u in uids):
         return None  # an incarnation gone before the layer began
     incarnations = [incarnation_entry(u, docs[u]["pod"]["created"], docs[u]["pod"]["deleted"]) for u in uids]
@@ -131,8 +132,8 @@ def waiting_read(history: StoredHistory) -> list[WaitingPod] | None:
     if not covers(history):
         return None
     rows = valid_rows(history, PodExplanation).filter(waiting=True)
-    rows = rows.values_list("namespace", "name", "pod_uid", "content")
-    return sorted((ns, name, uid, orjson.loads(content)["verdict"]) for ns, name, uid, content in rows)
+    rows = rows.values_list("namespace", "name", "pod_uid", "content", "dictionary_id")
+    return sorted((ns, name, uid, unpack(content, d)["verdict"]) for ns, name, uid, content, d in rows)
 
 
 def overview_read(history: StoredHistory, redactor: Redactor, thresholds: Thresholds) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from dashboard.domain.verdicts import depends_on_time, explain_incarnation
 from dashboard.history import StoredHistory
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.devices import AdminAccessRows, forget_device_rows_from
+from derived.documents import Packer
 from derived.event_subjects import forget_event_subjects_from, write_event_subjects
 from derived.listings import write_claim_listings
 from derived.models import (
@@ -273,8 +274,7 @@ def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: b
     if pods and not full:  # nothing judged (an unchanged snapshot): nothing to read ahead
         _judging(snapshot, history, pods, claims, names)
     superseded: list[int] = []
-    rows: list[PodExplanation] = []
-    changed: dict[str, dict[str, Any]] = {}
+    written: list[tuple[dict[str, Any], bytes, PodExplanation]] = []
     for pod_uid in uids:
         doc = explain_incarnation(history, pod_uid, inventory_of=history.inventory_of)
         if doc is None:
@@ -286,11 +286,16 @@ def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: b
             continue
         if head is not None:
             superseded.append(head[0])
-        rows.append(_row(snapshot, pod_uid, doc, content.decode(), digest, history))
-        changed[pod_uid] = doc
+        written.append((doc, content, _row(snapshot, pod_uid, doc, digest, history)))
+    if written:
+        packer = Packer(snapshot.cluster_id, at, [(doc, content) for doc, content, _row_ in written])
+        for _doc, content, row in written:
+            row.content, row.dictionary_id = packer.pack(content), packer.dictionary_id
     for start in range(0, len(superseded), BATCH):
         PodExplanation.objects.filter(pk__in=superseded[start : start + BATCH]).update(valid_to=at)
+    rows = [row for _doc, _content, row in written]
     PodExplanation.objects.bulk_create(rows, batch_size=BATCH)
+    changed = {row.pod_uid: doc for doc, _content, row in written}
     return len(rows) + write_claim_rows(snapshot.cluster_id, at, changed)
 
 
@@ -392,8 +397,9 @@ def _consumers_of(history: SnapshotHistory, claim_uids: set[str]) -> set[str]:
 
 
 def _row(
-    snapshot: Snapshot, pod_uid: str, doc: dict[str, Any], content: str, digest: str, history: SnapshotHistory
+    snapshot: Snapshot, pod_uid: str, doc: dict[str, Any], digest: str, history: SnapshotHistory
 ) -> PodExplanation:
+    """The row of a document, its content packed by the caller (one dictionary for the write)."""
     summary = doc["pod"]
     live_pod = history.state.get("Pod", pod_uid)
     counted = live_pod is not None and not is_terminal(live_pod)
@@ -402,7 +408,6 @@ def _row(
         pod_uid=pod_uid,
         namespace=summary["namespace"],
         name=summary["name"],
-        content=content,
         content_hash=digest,
         claim_uids=" ".join(c["uid"] for c in doc["claims"] if c.get("uid")),
         states=orjson.dumps(pod_counts(doc["verdict"], doc["claims"])).decode() if counted else "",

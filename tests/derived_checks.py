@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,8 @@ from dashboard.domain.verdicts import explain
 from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from derived.claim_rows import rows_from, stored_rows
+from derived.documents import Packer, unpack
+from derived.models import PodExplanation
 from derived.reading import (
     audit_read,
     claims_read,
@@ -155,3 +158,11 @@ def assert_review_matches_derivation(cluster_name: str) -> dict[str, float]:
                 compared["leaked"] += totals["leaked_device_hours"]
                 compared["equivalent"] += totals["allocated_gpu_equivalent_hours"]
     return compared
+
+
+def edit_stored_document(row: PodExplanation, edit: Callable[[dict[str, Any]], None]) -> None:
+    """Change a stored Pod document behind the layer's back (pages must show what the row holds)."""
+    doc = unpack(row.content, row.dictionary_id)
+    edit(doc)
+    packer = Packer(row.cluster_id, row.valid_from, [])
+    PodExplanation.objects.filter(pk=row.pk).update(content=packer.pack(orjson.dumps(doc)), dictionary=packer.dictionary)

@@ -35,6 +35,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "derived_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "seconds"),
     "review_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "layer_s"),
     "worker_memory.py": (["--nodes", "4", "--snapshots", "2"], "rss_mb"),
+    "layer_storage.py": (["--nodes", "4", "--hours", "2"], "layer_vs_history"),
 }
 TIMEOUT_S = 240
 

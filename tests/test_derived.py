@@ -21,6 +21,7 @@ from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
+from derived.documents import unpack
 from derived.models import (
     AllocationSpan,
     AuditReport,
@@ -31,7 +32,11 @@ from derived.models import (
 )
 from derived.reading import covers, device_history_read, stored_explain
 from tests.clusters import T0, small_cluster
-from tests.derived_checks import assert_layer_matches_derivation, assert_review_matches_derivation
+from tests.derived_checks import (
+    assert_layer_matches_derivation,
+    assert_review_matches_derivation,
+    edit_stored_document,
+)
 from tests.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.django_db
@@ -109,12 +114,14 @@ def test_collection_derives_what_it_stored(source: ClusterSource, make_reader: A
     assert assert_layer_matches_derivation("test") > 0
 
 
+def _message_from_the_layer(doc: dict[str, Any]) -> None:
+    doc["verdict"]["message"] = "read from the derived layer"
+
+
 def test_pages_read_the_stored_document(demo_history: Any, admin_client: Client) -> None:
     """A row edited behind the layer's back shows: the Pod page, the API and the CLI read rows."""
     for row in PodExplanation.objects.filter(namespace=POD[0], name=POD[1], valid_to__isnull=True):
-        doc = orjson.loads(row.content)
-        doc["verdict"]["message"] = "read from the derived layer"
-        PodExplanation.objects.filter(pk=row.pk).update(content=orjson.dumps(doc).decode())
+        edit_stored_document(row, _message_from_the_layer)
     api = admin_client.get("/api/explain", {"pod": "/".join(POD)}, secure=True).json()
     assert api["verdict"]["message"] == "read from the derived layer"
     page = admin_client.get(f"/c/demo/pods/{POD[0]}/{POD[1]}/", secure=True)
@@ -241,8 +248,8 @@ def test_verdicts_that_move_with_time_are_derived_again_at_every_snapshot(tmp_pa
     for minutes in (0, 1, 9):
         call_command("import-snapshot", str(dump), "--at", (BIND_T0 + timedelta(minutes=minutes)).isoformat())
     reasons = [
-        orjson.loads(content)["verdict"]["reason"]
-        for content in PodExplanation.objects.order_by("valid_from").values_list("content", flat=True)
+        unpack(content, dictionary)["verdict"]["reason"]
+        for content, dictionary in PodExplanation.objects.order_by("valid_from").values_list("content", "dictionary")
     ]
     assert reasons == ["binding-pending", "binding-pending", "binding-failed"]
     assert assert_layer_matches_derivation("demo") == 3
@@ -328,9 +335,7 @@ def test_the_overview_reads_the_waiting_pods_verdicts_and_the_chart_from_the_lay
         assert whole and not [q for q in whole if "'Pod'" in q]
     pending = "research/llm-finetune"
     for row in PodExplanation.objects.filter(namespace="research", name="llm-finetune", valid_to__isnull=True):
-        doc = orjson.loads(row.content)
-        doc["verdict"]["message"] = "read from the derived layer"
-        PodExplanation.objects.filter(pk=row.pk).update(content=orjson.dumps(doc).decode())
+        edit_stored_document(row, _message_from_the_layer)
     page = admin_client.get("/c/demo/", secure=True).content.decode()
     assert pending in page and "read from the derived layer" in page
 
