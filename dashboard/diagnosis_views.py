@@ -13,7 +13,7 @@ from collector.models import ObjectVersion
 from dashboard import charts
 from dashboard.access import redactor_with, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.boundaries import BOUNDARIES
+from dashboard.domain.boundaries import BOUNDARIES, is_device_check
 from dashboard.domain.cel import SelectorCompileError
 from dashboard.domain.matching import match_devices
 from dashboard.domain.verdicts import PodNotFound
@@ -88,7 +88,7 @@ def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
     return render_page(request, "dashboard/pod.html", context, "pod-body")
 
 
-def _boundaries_for_page(claim: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _boundaries_for_page(claim: dict[str, Any]) -> list[dict[str, Any]]:
     """Each boundary with its per-device checks apart from the rest of its evidence: they can be thousands."""
     ordered = []
     for name in BOUNDARIES:
@@ -96,10 +96,10 @@ def _boundaries_for_page(claim: dict[str, Any]) -> list[tuple[str, dict[str, Any
         checks = [
             {**e, "detail": e.get("error") or e.get("held_by") or e.get("taint") or e.get("selector") or ""}
             for e in boundary["evidence"]
-            if e.get("kind") == "DeviceMatch" and "device" in e
+            if is_device_check(e)
         ]
-        others = [e for e in boundary["evidence"] if not (e.get("kind") == "DeviceMatch" and "device" in e)]
-        ordered.append((name, {**boundary, "evidence": others, "device_checks": checks}))
+        others = [e for e in boundary["evidence"] if not is_device_check(e)]
+        ordered.append({**boundary, "boundary": name, "evidence": others, "device_checks": checks})
     return ordered
 
 

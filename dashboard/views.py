@@ -10,7 +10,9 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
+from django.utils.http import urlencode
 
 from collector.models import ObjectVersion, Snapshot
 from dashboard.access import is_platform_admin, require_namespace, scope_for
@@ -84,7 +86,7 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         "uid": uid,
         "claim": latest,
         "versions": list(reversed(versions)),
-        "judgements": _judgements(scope, c, uid),
+        "judgements": [{**j, "pod_url": _judged_pod_url(c.name, j)} for j in _judgements(scope, c, uid)],
     }
     return render_page(request, "dashboard/claim.html", context, "versions")
 
@@ -101,6 +103,12 @@ def _judgements(scope: Scope, cluster: Any, uid: str) -> list[dict[str, Any]]:
         return judged
     named = namespaces_in_use(cluster, as_of, among=referenced_namespaces(judged))
     return list(Redactor(scope, named).document(judged))
+
+
+def _judged_pod_url(cluster: str, judgement: dict[str, Any]) -> str:
+    """The judged incarnation's page, not the newest one's: it lists the device checks the claim page only counts."""
+    pod_page = reverse("pod", args=[cluster, judgement["namespace"], judgement["pod_name"]])
+    return f"{pod_page}?{urlencode({'uid': judgement['pod_uid']})}"
 
 
 def snapshots(request: HttpRequest, cluster: str) -> HttpResponse:

@@ -19,7 +19,7 @@ from typing import Any
 from django.db.models import Q
 
 from collector.models import Cluster
-from dashboard.domain.boundaries import BOUNDARIES
+from dashboard.domain.boundaries import BOUNDARIES, is_device_check
 from derived.documents import unpack
 from derived.models import ClaimJudgement, PodExplanation
 
@@ -130,7 +130,7 @@ def _evidence(boundary: Mapping[str, Any]) -> dict[str, Any]:
     """The evidence apart from a simulation's per-device checks (thousands at scale: the Pod's page
     lists them), and how many checks there were."""
     evidence = boundary.get("evidence") or []
-    kept = [e for e in evidence if not (e.get("kind") == "DeviceMatch" and "device" in e)]
+    kept = [e for e in evidence if not is_device_check(e)]
     return {"evidence": kept, "device_checks": len(evidence) - len(kept)}
 
 

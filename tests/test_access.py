@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from collector.models import Cluster, ObjectVersion
+from dashboard.domain.boundaries import is_device_check
 from dashboard.history import latest_snapshot_time, namespaces_in_use
 from dashboard.models import NamespaceGrant
 
@@ -238,3 +240,30 @@ def test_claim_page_shows_its_boundaries_redacted_for_a_member(clients: dict[str
         assert 'data-boundary="allocation"' in page and "pretrain-8xh100-q7n4k" in page
     assert "llama-serve" in owner
     assert "llama-serve" not in member and "another namespace" in member
+
+
+def _evidence_blocks(page: str) -> list[str]:
+    """Each boundary's summary, message and evidence list, as the shared partial renders them."""
+    return re.findall(r'<details[^>]*data-testid="evidence">\s*(<summary>.*?</ul>)', page, re.DOTALL)
+
+
+@pytest.mark.parametrize("who", ["owner", "member"])
+def test_pod_and_claim_pages_render_one_claims_evidence_alike(clients: dict[str, Client], who: str) -> None:
+    # Both pages include dashboard/_judgement.html: the claim page's card for the Pod says what the
+    # Pod page's card for the claim says, but counts the per-device checks the Pod page lists.
+    doc = clients["owner"].get("/api/explain", {"pod": "ml-training/pretrain-8xh100-q7n4k"}).json()
+    pod_uid, claim = doc["pod"]["uid"], doc["claims"][0]
+    pod = body(clients[who], "/c/demo/pods/ml-training/pretrain-8xh100-q7n4k/")
+    on_claim = body(clients[who], f"/c/demo/claims/{claim['uid']}/")
+    blocks = _evidence_blocks(pod)
+    assert "<summary>allocation · failed · <code>devices-in-use</code></summary>" in "".join(blocks)
+    assert blocks == _evidence_blocks(on_claim)
+    checks = sum(1 for e in claim["boundaries"]["allocation"]["evidence"] if is_device_check(e))
+    listed = re.search(r'"device-checks"><summary>(\d+) devices checked</summary>(.*?)</table>', pod, re.DOTALL)
+    assert listed and int(listed[1]) == checks > 0 and listed[2].count("<tr>") == checks + 1  # and the header
+    pod_url = f"/c/demo/pods/ml-training/pretrain-8xh100-q7n4k/?uid={pod_uid}"
+    assert f'{checks} devices checked: listed on <a href="{pod_url}">' in on_claim
+    assert "<h4>Evidence</h4>" in on_claim and "<h3>Evidence</h3>" in pod
+    if who == "member":
+        assert "llama-serve" not in pod and "llama-serve" not in on_claim
+        assert "another namespace" in "".join(blocks)

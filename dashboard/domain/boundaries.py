@@ -45,6 +45,12 @@ class Boundary:
         return out
 
 
+def is_device_check(evidence: Mapping[str, Any]) -> bool:
+    """A simulation's verdict on one device: the pages show these apart from the rest of the evidence
+    (the Pod page lists them, the claim page counts them), as there can be thousands."""
+    return evidence.get("kind") == "DeviceMatch" and "device" in evidence
+
+
 @dataclass
 class ClaimLifecycle:
     pod_claim: PodClaim
