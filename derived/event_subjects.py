@@ -6,9 +6,9 @@ are derived and read where only a few objects' Events matter: the Pods a derivat
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
@@ -23,38 +23,55 @@ BATCH = 2000
 T = TypeVar("T")
 
 
-def write_event_subjects(snapshot: Snapshot, full: bool) -> int:
-    """What the Event versions the snapshot stored are about (every Event version up to it when
-    ``full``); rows added. A row is never removed by a later version: the lookup keeps every
-    object an Event was ever about, and the Event's version as of the asked time decides on read."""
-    if not full and not snapshot.changed:
-        return 0
-    rows = ObjectVersion.objects.filter(cluster_id=snapshot.cluster_id, kind="Event", deleted=False)
-    rows = rows.filter(valid_from__lte=snapshot.at) if full else rows.filter(snapshot=snapshot)
-    new = []
-    for uid, at, content in rows.order_by("valid_from").values_list("uid", "valid_from", "content").iterator(BATCH):
-        event = orjson.loads(content)
+def write_event_subjects(
+    snapshot: Snapshot, every_version: Mapping[str, list[Version]] | None = None
+) -> dict[str, Mapping[str, Any]]:
+    """Rows for what the snapshot's Event versions are about, or, for a full derivation, what
+    ``every_version`` up to the snapshot was about (as its history decoded them: read once).
+
+    A row is never removed by a later version: the lookup keeps every object an Event was ever
+    about, and the Event's version as of the asked time decides on read. Returns what the newest
+    version of each Event read here is about, by Event UID, for ``writer.affected_pods``.
+    """
+    if every_version is None:
+        if not snapshot.changed:
+            return {}
+        rows = ObjectVersion.objects.filter(snapshot=snapshot, kind="Event", deleted=False)
+        stored = rows.values_list("uid", "valid_from", "content").iterator(BATCH)
+        decoded: Iterable[tuple[str, Version]] = ((u, Version(t, orjson.loads(c))) for u, t, c in stored)
+    else:
+        decoded = ((uid, version) for uid, versions in every_version.items() for version in versions)
+    new: dict[bytes, EventSubject] = {}
+    involved_by_event: dict[str, Mapping[str, Any]] = {}
+    for uid, version in decoded:
+        at, event = version.at, version.obj
+        if event is None:
+            continue  # a deletion is about nothing new
         involved = involved_of(event)
-        key = subject_key(involved) if involved is not None else None
+        if involved is None:
+            continue
+        involved_by_event[uid] = involved  # versions come oldest first: the newest stays
+        key = subject_key(involved)
         if key is None:
             continue
-        about, (namespace, name) = (key, ("", "")) if isinstance(key, str) else ("", key)
         failure = failing_pod(event) is not None
-        new.append(
-            EventSubject(
-                cluster_id=snapshot.cluster_id,
-                event_uid=uid,
-                uid=about,
-                namespace=namespace,
-                name=name,
-                preparation_failure=failure,
-                seen=at,
-                subject=subject_digest(snapshot.cluster_id, uid, key, failure),
-            )
+        digest = subject_digest(snapshot.cluster_id, uid, key, failure)
+        if digest in new and new[digest].seen <= at:
+            continue  # an earlier version was about it already: its row stays
+        about, (namespace, name) = (key, ("", "")) if isinstance(key, str) else ("", key)
+        new[digest] = EventSubject(
+            cluster_id=snapshot.cluster_id,
+            event_uid=uid,
+            uid=about,
+            namespace=namespace,
+            name=name,
+            preparation_failure=failure,
+            seen=at,
+            subject=digest,
         )
-    # The first version keeps its row (the rows come oldest first): a later one adds nothing.
-    EventSubject.objects.bulk_create(new, batch_size=BATCH, ignore_conflicts=True)
-    return len(new)
+    # A row an earlier snapshot wrote keeps its first time: the new one is ignored.
+    EventSubject.objects.bulk_create(new.values(), batch_size=BATCH, ignore_conflicts=True)
+    return involved_by_event
 
 
 def subject_digest(cluster_id: int, event_uid: str, key: str | PodName, preparation_failure: bool) -> bytes:

@@ -25,8 +25,9 @@ was not (history from before the layer, a failed derivation) derives every live 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -116,17 +117,18 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
         changed_inventory = bool(changed_kinds - _POD_SCOPED)
         history = SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at), changed_inventory)
         try:
+            # Before judging: the lookup then holds every Event version up to the snapshot.
             if full:
+                write_event_subjects(snapshot, history.all_versions("Event"))
                 pods = set(history.state.objects.get("Pod", {}))
                 # Rows of Pods gone meanwhile may be stale (or judged by other code): they end here,
                 # and those Pods are read the old way from now on.
                 _open(snapshot.cluster_id).exclude(pod_uid__in=pods).update(valid_to=snapshot.at)
                 end_claim_rows_of(snapshot.cluster_id, snapshot.at, keep=pods)
             else:
-                pods = affected_pods(snapshot) if snapshot.changed else set()
+                involved = write_event_subjects(snapshot)
+                pods = affected_pods(snapshot, involved) if snapshot.changed else set()
                 pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
-            # Before judging: the lookup then holds every Event version up to the snapshot.
-            write_event_subjects(snapshot, full)
             written = _write(snapshot, history, pods, full)
             if full or changed_kinds - {"Event"}:
                 written += _write_audit(snapshot, history)
@@ -167,8 +169,11 @@ def _open(cluster_id: int) -> Any:
     return PodExplanation.objects.filter(cluster_id=cluster_id, valid_to__isnull=True)
 
 
-def affected_pods(snapshot: Snapshot) -> set[str]:
-    """The Pod UIDs whose documents the snapshot's changes can alter (see the module docstring)."""
+def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The Pod UIDs whose documents the snapshot's changes can alter (see the module docstring).
+
+    ``involved``: what the snapshot's Event versions are about, by Event UID, as the lookup's writer
+    decoded them (``write_event_subjects``); only deleted Events are read here, from their last content."""
     cluster_id = snapshot.cluster_id
     pods: set[str] = set()
     claims: dict[str, set[str]] = {}  # namespace → claim UIDs
@@ -178,7 +183,7 @@ def affected_pods(snapshot: Snapshot) -> set[str]:
     for kind, uid, namespace, content in changes.iterator(BATCH):
         if kind == "Pod":
             pods.add(uid)
-        elif kind == "Event":
+        elif kind == "Event" and uid not in involved:
             events.append((uid, namespace, not content))
         elif kind == "ResourceClaim":
             waiting = True
@@ -189,16 +194,16 @@ def affected_pods(snapshot: Snapshot) -> set[str]:
             waiting = True
         else:
             waiting = inventory = True
-    for involved in _involved(cluster_id, events):
-        uid = str(involved.get("uid") or "")
-        namespace = str(involved.get("namespace") or "")
+    for about in itertools.chain(involved.values(), _involved(cluster_id, events)):
+        uid = str(about.get("uid") or "")
+        namespace = str(about.get("namespace") or "")
         if uid:
             pods.add(uid)  # a UID that is no Pod derives nothing
             claims.setdefault(namespace, set()).add(uid)
-        elif involved.get("kind") == "Pod":
+        elif about.get("kind") == "Pod":
             pods.update(
                 ObjectVersion.objects.filter(
-                    cluster_id=cluster_id, kind="Pod", namespace=namespace, name=str(involved.get("name") or "")
+                    cluster_id=cluster_id, kind="Pod", namespace=namespace, name=str(about.get("name") or "")
                 ).values_list("uid", flat=True)
             )
     open_rows = _open(cluster_id)

@@ -107,6 +107,27 @@ def test_an_unchanged_snapshot_decodes_no_object(tmp_path: Path) -> None:
     assert not [sql for sql in read if '"content"' in sql.split("FROM")[0]], read
 
 
+def test_a_changed_snapshots_events_are_decoded_once(demo_history: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lookup's writer decodes the snapshot's Event versions and says what each is about; only an
+    Event the snapshot deleted is read again (from its last content) to find the Pods it touched."""
+    from derived import writer
+
+    changed = [s for s in Snapshot.objects.order_by("at") if s.versions.filter(kind="Event", deleted=False).exists()]
+    snapshot = changed[-1]
+    read_again: list[tuple[str, str, bool]] = []
+    original = writer._involved
+
+    def recording(cluster_id: int, events: list[tuple[str, str, bool]]) -> Any:
+        read_again.extend(events)
+        return original(cluster_id, events)
+
+    monkeypatch.setattr(writer, "_involved", recording)
+    writer.forget_from(snapshot.cluster, snapshot.at)
+    assert writer.derive_snapshot(snapshot) is not None
+    assert all(gone for _uid, _ns, gone in read_again), read_again
+    assert assert_layer_matches_derivation("demo") > 0
+
+
 def test_collection_derives_what_it_stored(source: ClusterSource, make_reader: Any) -> None:
     snapshot = collect(source, T0, lambda: T0 + timedelta(seconds=5), reader=make_reader())
     assert snapshot.status == Snapshot.Status.OK
