@@ -169,11 +169,13 @@ def _open(cluster_id: int) -> Any:
     return PodExplanation.objects.filter(cluster_id=cluster_id, valid_to__isnull=True)
 
 
-def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]]) -> set[str]:
+def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] | None = None) -> set[str]:
     """The Pod UIDs whose documents the snapshot's changes can alter (see the module docstring).
 
     ``involved``: what the snapshot's Event versions are about, by Event UID, as the lookup's writer
-    decoded them (``write_event_subjects``); only deleted Events are read here, from their last content."""
+    decoded them (``write_event_subjects``); the other changed Events (all without it, the deleted ones
+    with it) are read here, a deleted one from its last content."""
+    involved = involved or {}
     cluster_id = snapshot.cluster_id
     pods: set[str] = set()
     claims: dict[str, set[str]] = {}  # namespace → claim UIDs
@@ -183,8 +185,9 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]])
     for kind, uid, namespace, content in changes.iterator(BATCH):
         if kind == "Pod":
             pods.add(uid)
-        elif kind == "Event" and uid not in involved:
-            events.append((uid, namespace, not content))
+        elif kind == "Event":
+            if uid not in involved:
+                events.append((uid, namespace, not content))
         elif kind == "ResourceClaim":
             waiting = True
             claims.setdefault(namespace, set()).add(uid)

@@ -22,6 +22,7 @@ from dashboard.reading import leak_thresholds
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
 from derived.documents import unpack
+from derived.event_subjects import write_event_subjects
 from derived.models import (
     AllocationSpan,
     AuditReport,
@@ -126,6 +127,9 @@ def test_a_changed_snapshots_events_are_decoded_once(demo_history: Any, monkeypa
     assert writer.derive_snapshot(snapshot) is not None
     assert all(gone for _uid, _ns, gone in read_again), read_again
     assert assert_layer_matches_derivation("demo") > 0
+    # Told what the Events are about, it finds the Pods it finds reading them itself.
+    told = write_event_subjects(snapshot)
+    assert told and writer.affected_pods(snapshot, told) == writer.affected_pods(snapshot)
 
 
 def test_collection_derives_what_it_stored(source: ClusterSource, make_reader: Any) -> None:
