@@ -91,3 +91,13 @@ def test_a_document_read_with_another_dictionary_is_refused() -> None:
 
 def test_rows_from_before_dictionaries_read_as_plain_zlib() -> None:
     assert unpack(zlib.compress(b'{"verdict": {"reason": "ok"}}'), None) == {"verdict": {"reason": "ok"}}
+
+
+def test_a_dictionary_in_use_cannot_be_deleted(demo_history: Any) -> None:
+    """Its rows could not be read without it."""
+    from django.db.models import RestrictedError
+
+    dictionary = DocumentDictionary.objects.filter(cluster__name="demo").first()
+    assert dictionary is not None
+    with pytest.raises(RestrictedError):
+        dictionary.delete()
