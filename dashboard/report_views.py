@@ -15,14 +15,14 @@ from dashboard.access import is_platform_admin, redactor_of, scope_for
 from dashboard.clusters import cluster_or_404
 from dashboard.domain.capacity import review_csv_rows, review_table, week_containing
 from dashboard.domain.inventory import AdvertisedDevice, DeviceId, Inventory, advertised_devices, typed_value
-from dashboard.domain.matching import class_selectors, match_devices
+from dashboard.domain.matching import class_selectors
 from dashboard.domain.redaction import Scope
 from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 from dashboard.domain.state import meta
 from dashboard.history import StoredHistory
 from dashboard.reading import ReadError, leak_thresholds, open_history
 from dashboard.views import render_page
-from derived.reading import device_history_read
+from derived.reading import class_matches_read, device_history_read
 from derived.reports import audit_read, leaks_read
 from derived.review import review_read
 from derived.writer import held_in_part_of
@@ -194,16 +194,18 @@ def device_classes(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
     classes = []
     admin = is_platform_admin(request.user)
+    # Counted when the inventory changed (derived.reading): evaluating every class over every device
+    # on the first request of a snapshot took ~0.9 s at 2,000 nodes.
+    counts = class_matches_read(history)
     for dc in sorted(history.state.of_kind("DeviceClass"), key=lambda o: meta(o).get("name", "")):
         name = meta(dc).get("name", "")
-        selectors = class_selectors(dc)
-        matched = match_devices(history.state, "true", name)
+        matched = counts.get(name) or {"matched": 0, "errors": 0, "total": 0}
         classes.append(
             {
                 "name": name,
-                "selectors": selectors,
-                "matched": len(matched["matched"]),
-                "errors": len(matched["errors"]),
+                "selectors": class_selectors(dc),
+                "matched": matched["matched"],
+                "errors": matched["errors"],
                 "total": matched["total"],
                 "extended_resource": (dc.get("spec") or {}).get("extendedResourceName"),
                 "config_count": len((dc.get("spec") or {}).get("config") or []),

@@ -183,6 +183,31 @@ class DeviceCounts(models.Model):
         return f"device counts of {self.cluster_id} from {self.valid_from.isoformat()}"
 
 
+class ClassMatches(models.Model):
+    """Per DeviceClass, the devices its selectors match (``matching.class_matches``) as of a span of
+    snapshots: the device classes page, which otherwise evaluates every class over every device.
+
+    Derived again only after a snapshot that changed the inventory (slices, classes, nodes, taint
+    rules), and a new row only when the counts differ. Snapshots derived before this table existed
+    have no row and are counted on read.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="class_matches")
+    document = models.TextField(help_text="JSON: matching.class_matches.")
+    content_hash = models.CharField(max_length=32)
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also the as-of lookup: (cluster, valid_from <= T) newest first.
+            models.UniqueConstraint(fields=["cluster", "valid_from"], name="classmatches_identity_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"class matches of {self.cluster_id} from {self.valid_from.isoformat()}"
+
+
 class LeakCandidates(models.Model):
     """The claims under a leak condition (``leaks.leak_candidates``) as of a span of snapshots.
 
@@ -464,6 +489,7 @@ VERSIONED: tuple[
     type[PodExplanation]
     | type[AuditReport]
     | type[DeviceCounts]
+    | type[ClassMatches]
     | type[LeakCandidates]
     | type[ClaimListing]
     | type[ClaimJudgement],
@@ -472,6 +498,7 @@ VERSIONED: tuple[
     PodExplanation,
     AuditReport,
     DeviceCounts,
+    ClassMatches,
     LeakCandidates,
     ClaimListing,
     ClaimJudgement,

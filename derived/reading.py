@@ -22,6 +22,7 @@ from dashboard.domain.claims import ClaimSummary, claim_summaries, with_leak_fla
 from dashboard.domain.device_history import DeviceIndex, device_history
 from dashboard.domain.inventory import DeviceId
 from dashboard.domain.leaks import Thresholds
+from dashboard.domain.matching import class_matches
 from dashboard.domain.metrics import CollectionHealth, render_collection, render_metrics
 from dashboard.domain.overview import WaitingPod, overview
 from dashboard.domain.redaction import Redactor, Scope, referenced_namespaces
@@ -31,7 +32,7 @@ from dashboard.reading import leak_thresholds
 from derived.devices import device_history_of
 from derived.documents import unpack
 from derived.listings import summary_of
-from derived.models import ClaimListing, DeviceCounts, PodExplanation
+from derived.models import ClaimListing, ClassMatches, DeviceCounts, PodExplanation
 from derived.rendered import metrics_text_stands
 from derived.reports import audit_read, known_for, leaks_read, valid_rows
 from derived.review import stored_source
@@ -186,3 +187,13 @@ def device_history_read(history: StoredHistory, device: DeviceId) -> dict[str, A
         return device_history_of(history, device)  # a few queries: a document of its own per request
     index = history.derived("device-index", lambda: DeviceIndex.of(history))
     return device_history(history, device, index)
+
+
+def class_matches_read(history: StoredHistory) -> dict[str, dict[str, int]]:
+    """Each DeviceClass's matching devices as of the snapshot: stored when the layer covers it and
+    has a row (snapshots derived before the table existed have none), else counted on read."""
+    if covers(history):
+        stored = valid_rows(history, ClassMatches).order_by("-valid_from").values_list("document", flat=True).first()
+        if stored is not None:
+            return orjson.loads(stored)  # type: ignore[no-any-return]
+    return class_matches(history.state)

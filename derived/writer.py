@@ -41,6 +41,7 @@ from dashboard.domain.claims import consumers
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import leak_candidates
 from dashboard.domain.lifecycle import is_terminal
+from dashboard.domain.matching import class_matches
 from dashboard.domain.metrics import pod_counts
 from dashboard.domain.overview import devices_by_model
 from dashboard.domain.state import ns_name, uid_of
@@ -55,6 +56,7 @@ from derived.models import (
     DOMAIN_VERSION,
     VERSIONED,
     AuditReport,
+    ClassMatches,
     DerivedSnapshot,
     DeviceCounts,
     LeakCandidates,
@@ -134,6 +136,8 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
                 written += _write_audit(snapshot, history)
             if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
                 written += _write_device_counts(snapshot, history)
+            if full or changed_inventory:
+                written += _write_class_matches(snapshot, history)
             written += _write_leak_candidates(snapshot, history, full)
             admin_access = AdminAccessRows()
             write_spans(snapshot, full, admin_access.observe)
@@ -327,7 +331,8 @@ def _judging(
 
 
 # The cluster-wide documents kept one row per span of snapshots: the head is open (valid_to NULL).
-_ClusterRow = type[AuditReport] | type[DeviceCounts] | type[LeakCandidates]
+_DocumentRow = type[AuditReport] | type[DeviceCounts] | type[ClassMatches]
+_ClusterRow = _DocumentRow | type[LeakCandidates]
 
 
 def _head(model: _ClusterRow, snapshot: Snapshot) -> Any:
@@ -355,7 +360,12 @@ def _write_device_counts(snapshot: Snapshot, history: SnapshotHistory) -> int:
     return _write_document(DeviceCounts, snapshot, "document", devices_by_model(Inventory.of(history.state)))
 
 
-def _write_document(model: type[AuditReport] | type[DeviceCounts], snapshot: Snapshot, field: str, doc: Any) -> int:
+def _write_class_matches(snapshot: Snapshot, history: SnapshotHistory) -> int:
+    """Each DeviceClass's matching devices as of the snapshot, when they differ from before; rows written."""
+    return _write_document(ClassMatches, snapshot, "document", class_matches(history.state))
+
+
+def _write_document(model: _DocumentRow, snapshot: Snapshot, field: str, doc: Any) -> int:
     """A cluster-wide JSON document as of ``snapshot`` in ``model``'s ``field``, in a new row only when
     its content differs from the open row's (compared by hash); rows written."""
     content = orjson.dumps(doc)

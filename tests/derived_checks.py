@@ -16,6 +16,7 @@ from dashboard.domain.capacity import weekly_review
 from dashboard.domain.claims import claim_summaries
 from dashboard.domain.device_history import DeviceIndex, device_history
 from dashboard.domain.leaks import Thresholds, find_leaks
+from dashboard.domain.matching import class_matches
 from dashboard.domain.metrics import render_metrics
 from dashboard.domain.overview import overview
 from dashboard.domain.redaction import Redactor, Scope
@@ -26,7 +27,7 @@ from dashboard.history import StoredHistory
 from dashboard.reading import leak_thresholds
 from derived.claim_rows import rows_from, stored_rows
 from derived.documents import Packer, unpack
-from derived.models import PodExplanation
+from derived.models import ClassMatches, PodExplanation
 from derived.reading import (
     audit_read,
     claims_read,
@@ -39,6 +40,7 @@ from derived.reading import (
     stored_explain,
 )
 from derived.rendered import metrics_text_stands
+from derived.reports import valid_rows
 from derived.review import review_read
 
 
@@ -76,6 +78,8 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             assert Redactor(member.scope, named()).document(read) == member.document(derived), (at, namespace, name)
             compared += 1
         assert audit_read(history) == audit(StoredHistory(cluster, at)), at
+        counted = valid_rows(history, ClassMatches).values_list("document", flat=True).first()
+        assert counted is not None and orjson.loads(counted) == class_matches(StoredHistory(cluster, at).state), at
         for claim_uid in sorted({c["uid"] for doc in judged for c in doc["claims"] if c.get("uid")}):
             # Each claim's boundary rows: its states in every document that judged it.
             assert stored_rows(cluster, claim_uid, at) == rows_from(judged, claim_uid), (at, claim_uid)

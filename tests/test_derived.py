@@ -108,6 +108,20 @@ def test_an_unchanged_snapshot_decodes_no_object(tmp_path: Path) -> None:
     assert not [sql for sql in read if '"content"' in sql.split("FROM")[0]], read
 
 
+def test_the_device_classes_page_reads_the_stored_counts(demo_history: Any, admin_client: Client) -> None:
+    """Counted when the inventory changed, not on the page's first request of a snapshot."""
+    from derived.models import ClassMatches
+
+    head = ClassMatches.objects.get(cluster__name="demo", valid_to__isnull=True)
+    counts = orjson.loads(head.document)
+    assert counts and all(c["total"] > 0 for c in counts.values())
+    name = sorted(counts)[0]
+    counts[name]["matched"] = 4242
+    ClassMatches.objects.filter(pk=head.pk).update(document=orjson.dumps(counts).decode())
+    page = admin_client.get("/c/demo/classes/", secure=True)
+    assert page.status_code == 200 and "4242" in page.content.decode()
+
+
 def test_a_changed_snapshots_events_are_decoded_once(demo_history: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The lookup's writer decodes the snapshot's Event versions and says what each is about; only an
     Event the snapshot deleted is read again (from its last content) to find the Pods it touched."""

@@ -14,6 +14,7 @@ from dashboard.domain.matching import (
     Stage,
     claim_requests,
     class_drivers,
+    class_matches,
     match_devices,
     missing_inventory,
     selector_references,
@@ -93,6 +94,22 @@ def test_match_devices_within_a_class_and_bad_input() -> None:
         match_devices(state, "device.attributes[")
     with pytest.raises(DeviceClassNotFound):
         match_devices(state, "true", class_name="nope.example.com")
+
+
+def test_class_matches_counts_what_match_devices_lists_per_class() -> None:
+    """The device classes page's counts, stored by the derivation: each class as match-devices sees it."""
+    mig = b.gpu_device("mig-0", extra_attributes={"type": "mig"})
+    broken = b.device_class("broken.example.com", selectors=[f"{ATTR}.sharing == 'mps'"])
+    state = state_of(
+        b.device_class(), broken, b.node("n", CREATED), b.resource_slice("n", [b.gpu_device("gpu-0"), mig])
+    )
+    counts = class_matches(state)
+    assert set(counts) == {"gpu.nvidia.com", "broken.example.com"}
+    for name, counted in counts.items():
+        listed = match_devices(state, "true", class_name=name)
+        assert counted == {"matched": len(listed["matched"]), "errors": len(listed["errors"]), "total": listed["total"]}
+    assert counts["gpu.nvidia.com"] == {"matched": 1, "errors": 0, "total": 2}
+    assert counts["broken.example.com"]["errors"] == 2
 
 
 # --- what claims ask -------------------------------------------------------------------------------

@@ -124,6 +124,20 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
     }
 
 
+def class_matches(state: ClusterState) -> dict[str, dict[str, int]]:
+    """Per DeviceClass, how many advertised devices its selectors match, and fail to evaluate on, of
+    how many: the device classes page's counts (``match_devices`` with no expression of its own)."""
+    inventory = Inventory.of(state)
+    cache = selector_cache(inventory)
+    counts = {}
+    for device_class in state.of_kind("DeviceClass"):
+        name = str((device_class.get("metadata") or {}).get("name") or "")
+        # Counted from the verdicts alone: match_devices' entries name each device's holder.
+        outcomes = [v.outcome for v in cache.verdicts(inventory.devices, class_selectors(device_class), ("true",))]
+        counts[name] = {"matched": outcomes.count(MATCH), "errors": outcomes.count(ERROR), "total": len(outcomes)}
+    return dict(sorted(counts.items()))
+
+
 def _why_not(failed: list[DeviceCheck]) -> list[str]:
     """One sentence per failing selector, grouped by the values it reads ("all 16 have memory 40Gi")."""
     by_class = [c for c in failed if c.from_class]
