@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/derived_cost.py --nodes 200 [--hours 3] [--repeat 3]
     .venv/bin/python bench/derived_cost.py --nodes 5000 --hours 1 --write-only   # the write side alone
+    .venv/bin/python bench/derived_cost.py --history claimline_bench_week5k --cluster n5000 --repeat 3
 
 Per size, in its own database (``claimline_bench_derived_<N>``, recreated): ``--hours`` hourly
 generations of the synthetic cluster with 1% churn, written as ``bench/week_history.py`` writes
@@ -19,6 +20,11 @@ per-process history cache emptied before every request, as after each new 30 s s
 - a week later: the same cluster once more (the next week's first snapshot), derived, then the
   finished week's review rendered as of it (once a week, by the same task), and that week's review
   page, cold, which now loads it (``derived.past_reviews``).
+
+With ``--history DATABASE --cluster NAME``: nothing is built. The newest snapshot of that stored (and
+derived) history that changed something is derived again, ``--repeat`` times (its derivation and the
+unchanged ones after it forgotten, then derived again as a collection would): what a churned
+snapshot costs after all the history that database holds, to set beside the same churn after one hour.
 
 Prints a JSON line per measurement (seconds; medians of ``--repeat``).
 """
@@ -233,13 +239,49 @@ def finished_week(client: Any, cluster: Any, stored: list[Any], nodes: int, repe
         emit(nodes=nodes, step="finished week's review page, stored (cold)", seconds=page())
 
 
+def rederive_newest_change(cluster_name: str, repeat: int) -> None:
+    """The newest changed snapshot of a derived history, derived again ``repeat`` times."""
+    import gc
+
+    from collector.models import Cluster, Snapshot
+    from derived.writer import covered, derive_snapshot, forget_from
+
+    cluster = Cluster.objects.get(name=cluster_name)
+    snapshots = Snapshot.objects.filter(cluster=cluster).order_by("-at")
+    snap = next(s for s in snapshots.iterator() if s.changed)
+    if not covered(snap.pk):
+        raise SystemExit(f"{cluster_name} is not derived by this code up to {snap.at}: rebuild-derived it first")
+    later = list(snapshots.filter(at__gt=snap.at).order_by("at"))
+    history = Snapshot.objects.filter(cluster=cluster, at__lte=snap.at).count()
+    for attempt in range(repeat):
+        forget_from(cluster, snap.at)
+        gc.collect()
+        with reads_counted() as read:
+            start = time.perf_counter()
+            result = derive_snapshot(snap)
+            seconds = round(time.perf_counter() - start, 3)
+        emit(step="derive the newest churned snapshot again", attempt=attempt, seconds=seconds,
+             snapshots_before=history - 1, result=result.describe() if result else None, **read)
+        for after in later:
+            derive_snapshot(after)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=200, help="one size per run (Django is set up once)")
     parser.add_argument("--hours", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--write-only", action="store_true", help="only the write side: no page timings")
+    parser.add_argument("--history", help="a database holding a derived history (nothing is built)")
+    parser.add_argument("--cluster", default="n5000", help="with --history: the cluster to derive again")
     args = parser.parse_args()
+    if args.history:
+        from bench._common import open_database
+
+        open_database(args.history, reuse=True)
+        logging.getLogger("claimline").setLevel(logging.WARNING)
+        rederive_newest_change(args.cluster, args.repeat)
+        return
     os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     os.environ["CLAIMLINE_CLUSTERS"] = "bench=in-cluster"
     url = recreate_database(f"claimline_bench_derived_{args.nodes}")

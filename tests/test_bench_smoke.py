@@ -63,7 +63,7 @@ class Run:
     """A script running in the background, its output going to files (a full pipe would stall it)."""
 
     def __init__(self, script: str, args: list[str], env: dict[str, str], out_dir: Path) -> None:
-        self.script = script
+        self.script, self.env = script, env
         self.stdout_path, self.stderr_path = out_dir / f"{script}.out", out_dir / f"{script}.err"
         with self.stdout_path.open("w") as out, self.stderr_path.open("w") as err:
             self.proc = subprocess.Popen(
@@ -135,3 +135,15 @@ def test_views_bench_prints_a_growth_row_for_every_endpoint(runs: dict[str, Run]
     table = [line for line in stdout.splitlines() if line.startswith("| ")]
     assert table[0].startswith("| endpoint | 4 cold | 4 p50 | 4 p95 | 8 cold")
     assert len(table) == len(endpoints) + 1
+
+
+def test_derived_cost_derives_a_stored_history_again(runs: dict[str, Run], tmp_path: Path) -> None:
+    """``--history``: the history derived_cost.py's own run built and derived, its newest change derived again."""
+    returncode, _, stderr = runs["derived_cost.py"].finish()
+    assert returncode == 0, stderr[-4000:]
+    env = {**os.environ, **runs["derived_cost.py"].env}
+    again = Run("derived_cost.py", ["--history", "claimline_bench_derived_4", "--cluster", "bench", "--repeat", "1"],
+                env, tmp_path)
+    returncode, stdout, stderr = again.finish()
+    assert returncode == 0, stderr[-4000:]
+    assert any(line.get("step") == "derive the newest churned snapshot again" for line in _json_lines(stdout)), stdout
