@@ -218,10 +218,11 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
         pods.update(open_rows.filter(waiting=True).values_list("pod_uid", flat=True))
     if inventory:
         pods.update(open_rows.filter(counted=True).values_list("pod_uid", flat=True))
+    # Live incarnations only: one deleted before is not judged again (below), and one deleted by this
+    # snapshot is a changed Pod already.
     for namespace, uids in claims.items():
-        for pod_uid, named in (
-            open_rows.filter(namespace=namespace).exclude(claim_uids="").values_list("pod_uid", "claim_uids")
-        ):
+        live_in_namespace = open_rows.filter(namespace=namespace, live=True).exclude(claim_uids="")
+        for pod_uid, named in live_in_namespace.values_list("pod_uid", "claim_uids"):
             if uids.intersection(named.split()):
                 pods.add(pod_uid)
     return pods - _deleted_before(cluster_id, snapshot.at, pods)
