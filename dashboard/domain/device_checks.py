@@ -8,6 +8,7 @@ selector reads ("all 8 have memory 40Gi").
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import weakref
@@ -70,6 +71,10 @@ class SelectorCache:
         # Every pending claim of a report asks the same class selector of the same devices.
         self._results: dict[tuple[str, DeviceId], tuple[bool, str | None]] = {}
         self._checks: dict[tuple[tuple[str, ...], tuple[str, ...]], list[DeviceCheck]] = {}
+        # The same selectors over the inventory's devices again (match-devices asked twice of one
+        # snapshot): the answers, not only the projections, are the snapshot's.
+        self._verdicts: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[Sequence[AdvertisedDevice], list[Verdict]]]
+        self._verdicts = {}
 
     def device(self, device: AdvertisedDevice) -> Device:
         return self._known(device)[1]
@@ -116,6 +121,10 @@ class SelectorCache:
         When every selector is projectable, devices equal in the projection on all their references
         get the same answer from each selector, so one device of each such group is checked.
         """
+        asked = (tuple(class_exprs), tuple(request_exprs))
+        known = self._verdicts.get(asked)
+        if known is not None and known[0] is devices:
+            return known[1]
         refs: list[Ref] = []
         for expr in (*class_exprs, *request_exprs):
             own = _projectable(expr)
@@ -130,6 +139,9 @@ class SelectorCache:
             if verdict is None:
                 verdict = groups[key] = _verdict(check_device(self, device, class_exprs, request_exprs))
             found.append(verdict)
+        if len(self._verdicts) >= 64:  # one per expression asked of the snapshot: bounded all the same
+            self._verdicts.clear()
+        self._verdicts[asked] = (devices, found)  # the list is held, so ``is`` cannot match another
         return found
 
     def evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
@@ -271,6 +283,7 @@ def selector_references(expr: str) -> list[tuple[str, str, str]]:
     return refs
 
 
+@functools.lru_cache(maxsize=4096)  # a fleet's devices spell their capacities a few ways
 def _quantity_key(value: str) -> Any:
     try:
         return Quantity.parse(value).nanos
