@@ -121,9 +121,11 @@ def main() -> None:
             build(f"n{nodes}", nodes, args.hours, args.churn)
     if args.build_only:
         return
-    for cluster in Cluster.objects.order_by("name").values_list("name", flat=True):
+    clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+    for cluster in clusters:
         derive(cluster)
-    print(json.dumps({"nodes": args.nodes, "hours": args.hours, **measure()}), flush=True)
+    built = {} if args.reuse else {"nodes": args.nodes, "hours": args.hours}
+    print(json.dumps({"clusters": clusters, **built, **measure()}), flush=True)
 
 
 if __name__ == "__main__":
