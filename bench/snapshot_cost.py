@@ -33,6 +33,7 @@ import gc
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -254,6 +255,8 @@ def run(nodes: int, repeat: int, typed_pages: int, keep: bool, tree: Path) -> di
 
 
 def main() -> None:
+    # Stopped (the smoke test stops the scripts it did not wait for): stop the fake API server too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[2000])
     parser.add_argument("--repeat", type=int, default=3, help="unchanged collections and json.load runs (medians)")
