@@ -22,17 +22,15 @@ versions alone (``layer_vs_object_versions``).
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import load, machine, open_database  # noqa: E402
+from bench._common import machine, open_database  # noqa: E402
 
 logging.getLogger("claimline.derived").setLevel(logging.WARNING)  # a line per snapshot is noise here
 
@@ -46,26 +44,6 @@ def layer_tables() -> list[str]:
 
     # Every table of the derived app, so a table added to the layer is counted without editing this list.
     return sorted(model._meta.db_table for model in apps.get_app_config("derived").get_models())
-
-
-def build(cluster: str, nodes: int, hours: int, churn: float) -> None:
-    from bench.week_history import write_hours
-
-    started = time.perf_counter()
-    totals: dict[str, int] = {}
-    for _h, written in write_hours(cluster, nodes, hours, churn, interval=30):
-        totals = written
-    print(json.dumps({"built": cluster, "nodes": nodes, "hours": hours, **totals,
-                      "build_s": round(time.perf_counter() - started, 1), "load": load()}), flush=True)
-
-
-def derive(cluster: str) -> None:
-    from django.core.management import call_command
-
-    started = time.perf_counter()
-    call_command("rebuild-derived", "--cluster", cluster, stdout=io.StringIO())
-    print(json.dumps({"derived": cluster, "rebuild_s": round(time.perf_counter() - started, 1),
-                      "load": load()}), flush=True)
 
 
 def table_size(table: str) -> dict[str, Any]:
@@ -114,16 +92,15 @@ def main() -> None:
     args = parser.parse_args()
     open_database(args.database, reuse=args.reuse)
     print(json.dumps({"machine": machine(), "database": args.database}), flush=True)
+    from bench.views_bench import build, derive  # the same clusters (n<nodes>), built and derived alike
     from collector.models import Cluster
 
     if not args.reuse:
-        for nodes in sorted(set(args.nodes)):
-            build(f"n{nodes}", nodes, args.hours, args.churn)
+        build(sorted(set(args.nodes)), args.hours, args.churn)
     if args.build_only:
         return
     clusters = list(Cluster.objects.order_by("name").values_list("name", flat=True))
-    for cluster in clusters:
-        derive(cluster)
+    derive(clusters)
     built = {} if args.reuse else {"nodes": args.nodes, "hours": args.hours}
     print(json.dumps({"clusters": clusters, **built, **measure()}), flush=True)
 

@@ -84,15 +84,15 @@ def build(sizes: list[int], hours: int, churn: float) -> list[dict[str, Any]]:
     return built
 
 
-def derive(sizes: list[int]) -> None:
+def derive(clusters: list[str]) -> None:
     """``rebuild-derived`` each cluster (a no-op for snapshots derived already), so pages read the layer."""
     from django.core.management import call_command
 
-    for nodes in sizes:
+    for name in clusters:
         started = time.perf_counter()
-        call_command("rebuild-derived", "--cluster", cluster_name(nodes), stdout=io.StringIO())
-        print(json.dumps({"derived": cluster_name(nodes), "nodes": nodes,
-                          "rebuild_s": round(time.perf_counter() - started, 1), "load": load()}), flush=True)
+        call_command("rebuild-derived", "--cluster", name, stdout=io.StringIO())
+        print(json.dumps({"derived": name, "rebuild_s": round(time.perf_counter() - started, 1), "load": load()}),
+              flush=True)
 
 
 def analyze() -> None:
@@ -508,7 +508,7 @@ def main() -> None:
         if missing:
             raise SystemExit(f"{args.database} has no cluster for {missing} nodes: run without --reuse")
     if args.derive:
-        derive(sizes)
+        derive([cluster_name(n) for n in sizes])
     analyze()
     admin, member = clients()
     rows = measure_all(sizes, args, admin, member)

@@ -140,7 +140,22 @@ class PodExplanation(models.Model):
         return f"{self.namespace}/{self.name} ({self.pod_uid}) from {self.valid_from.isoformat()}"
 
 
-class AuditReport(models.Model):
+class ClusterWideRow(models.Model):
+    """A row that stands for the whole cluster over a span of snapshots (one open at a time): the
+    audit, the device counts, the class matches, the leak candidates."""
+
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+        constraints = [
+            # Also the as-of lookup: (cluster, valid_from <= T) newest first.
+            models.UniqueConstraint(fields=["cluster", "valid_from"], name="%(class)s_identity_time"),
+        ]
+
+
+class AuditReport(ClusterWideRow):
     """The audit's warnings (``audit.audit``) as of a span of snapshots, versioned like the Pod rows.
 
     Derived again only after a snapshot that changed something the audit reads (any kind but
@@ -150,20 +165,12 @@ class AuditReport(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="audit_reports")
     warnings = models.TextField(help_text="JSON: the audit document's warnings.")
     content_hash = models.CharField(max_length=32)
-    valid_from = models.DateTimeField()
-    valid_to = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            # Also the as-of lookup: (cluster, valid_from <= T) newest first.
-            models.UniqueConstraint(fields=["cluster", "valid_from"], name="auditreport_identity_time"),
-        ]
 
     def __str__(self) -> str:
         return f"audit of {self.cluster_id} from {self.valid_from.isoformat()}"
 
 
-class DeviceCounts(models.Model):
+class DeviceCounts(ClusterWideRow):
     """Physical devices by driver and model, advertised, allocated and free (``overview.devices_by_model``),
     as of a span of snapshots: what the overview and the fleet page show of the inventory.
 
@@ -174,20 +181,12 @@ class DeviceCounts(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="device_counts")
     document = models.TextField(help_text="JSON: overview.devices_by_model.")
     content_hash = models.CharField(max_length=32)
-    valid_from = models.DateTimeField()
-    valid_to = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            # Also the as-of lookup: (cluster, valid_from <= T) newest first.
-            models.UniqueConstraint(fields=["cluster", "valid_from"], name="devicecounts_identity_time"),
-        ]
 
     def __str__(self) -> str:
         return f"device counts of {self.cluster_id} from {self.valid_from.isoformat()}"
 
 
-class ClassMatches(models.Model):
+class ClassMatches(ClusterWideRow):
     """Per DeviceClass, the devices its selectors match (``matching.class_matches``) as of a span of
     snapshots: the device classes page, which otherwise evaluates every class over every device.
 
@@ -199,20 +198,12 @@ class ClassMatches(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="class_matches")
     document = models.TextField(help_text="JSON: matching.class_matches.")
     content_hash = models.CharField(max_length=32)
-    valid_from = models.DateTimeField()
-    valid_to = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            # Also the as-of lookup: (cluster, valid_from <= T) newest first.
-            models.UniqueConstraint(fields=["cluster", "valid_from"], name="classmatches_identity_time"),
-        ]
 
     def __str__(self) -> str:
         return f"class matches of {self.cluster_id} from {self.valid_from.isoformat()}"
 
 
-class LeakCandidates(models.Model):
+class LeakCandidates(ClusterWideRow):
     """The claims under a leak condition (``leaks.leak_candidates``) as of a span of snapshots.
 
     Until objects change, time alone can flag these but no other claim, so the leak report reads
@@ -225,14 +216,6 @@ class LeakCandidates(models.Model):
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="leak_candidates")
     claim_uids = models.TextField(blank=True, help_text="Space-separated, sorted.")
-    valid_from = models.DateTimeField()
-    valid_to = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            # Also the as-of lookup: (cluster, valid_from <= T) newest first.
-            models.UniqueConstraint(fields=["cluster", "valid_from"], name="leakcandidates_identity_time"),
-        ]
 
     def __str__(self) -> str:
         return f"leak candidates of {self.cluster_id} from {self.valid_from.isoformat()}"

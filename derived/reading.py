@@ -34,7 +34,7 @@ from derived.documents import unpack
 from derived.listings import summary_of
 from derived.models import ClaimListing, ClassMatches, DeviceCounts, PodExplanation
 from derived.rendered import metrics_text_stands
-from derived.reports import audit_read, known_for, leaks_read, valid_rows
+from derived.reports import audit_read, cluster_wide, known_for, leaks_read, valid_rows
 from derived.review import stored_source
 from derived.writer import covered
 
@@ -143,7 +143,7 @@ def overview_read(history: StoredHistory, redactor: Redactor, thresholds: Thresh
     waiting = waiting_read(history)
     counts = None
     if waiting is not None:  # the layer covers the snapshot
-        counts = valid_rows(history, DeviceCounts).order_by("-valid_from").values_list("document", flat=True).first()
+        counts = cluster_wide(history, DeviceCounts, "document")
     return overview(
         history,
         redactor,
@@ -193,7 +193,7 @@ def class_matches_read(history: StoredHistory) -> dict[str, dict[str, int]]:
     """Each DeviceClass's matching devices as of the snapshot: stored when the layer covers it and
     has a row (snapshots derived before the table existed have none), else counted on read."""
     if covers(history):
-        stored = valid_rows(history, ClassMatches).order_by("-valid_from").values_list("document", flat=True).first()
+        stored = cluster_wide(history, ClassMatches, "document")
         if stored is not None:
             return orjson.loads(stored)  # type: ignore[no-any-return]
     return class_matches(history.state)

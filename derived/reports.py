@@ -19,7 +19,7 @@ from dashboard.domain.metrics import Known, PodCounts
 from dashboard.domain.state import ClusterState, Object, uid_of
 from dashboard.domain.timefmt import rfc3339
 from dashboard.history import StoredHistory, live_containing
-from derived.models import AuditReport, LeakCandidates, PodExplanation
+from derived.models import AuditReport, ClusterWideRow, LeakCandidates, PodExplanation
 from derived.writer import BATCH, covered, held_in_part_of
 
 
@@ -29,6 +29,11 @@ def valid_rows(history: StoredHistory, model: Any) -> Any:
     return model.objects.filter(
         Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
     )
+
+
+def cluster_wide(history: StoredHistory, model: type[ClusterWideRow], field: str) -> Any:
+    """``field`` of the cluster-wide row valid at the history's snapshot; None when there is none."""
+    return valid_rows(history, model).order_by("-valid_from").values_list(field, flat=True).first()
 
 
 def leaks_read(history: StoredHistory, thresholds: Thresholds) -> dict[str, Any]:
@@ -48,7 +53,7 @@ def leaks_read(history: StoredHistory, thresholds: Thresholds) -> dict[str, Any]
 
 
 def _leak_candidates(history: StoredHistory) -> tuple[list[str], bool] | None:
-    row = valid_rows(history, LeakCandidates).order_by("-valid_from").values_list("claim_uids", flat=True).first()
+    row = cluster_wide(history, LeakCandidates, "claim_uids")
     if row is None:
         return None
     return row.split(), not held_in_part_of(history.snapshot_pk)
@@ -60,7 +65,7 @@ _EMPTY = Inventory(ClusterState(datetime.min.replace(tzinfo=UTC), {}), [], [], {
 def audit_read(history: StoredHistory) -> dict[str, Any]:
     """The audit document: the stored warnings valid at the snapshot, else the audit run now."""
     if covered(history.snapshot_pk):
-        row = valid_rows(history, AuditReport).order_by("-valid_from").values_list("warnings", flat=True).first()
+        row = cluster_wide(history, AuditReport, "warnings")
         if row is not None:
             return {"as_of": rfc3339(history.as_of), "warnings": orjson.loads(row)}
     return history.derived("audit", lambda: audit(history))

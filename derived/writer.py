@@ -38,6 +38,7 @@ from django.db import transaction
 from collector.models import Cluster, ObjectVersion, Snapshot
 from dashboard.domain.audit import audit
 from dashboard.domain.claims import consumers
+from dashboard.domain.event_subjects import involved_of
 from dashboard.domain.inventory import Inventory
 from dashboard.domain.leaks import leak_candidates
 from dashboard.domain.lifecycle import is_terminal
@@ -265,9 +266,8 @@ def _involved(cluster_id: int, events: list[tuple[str, str, bool]]) -> Iterable[
             if uid in seen:
                 continue  # the newest content of each event is what it is about
             seen.add(uid)
-            event = orjson.loads(content)
-            involved = event.get("involvedObject") or event.get("regarding") or {}
-            if isinstance(involved, dict):
+            involved = involved_of(orjson.loads(content))
+            if involved is not None:
                 yield involved
 
 
