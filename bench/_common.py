@@ -69,7 +69,7 @@ def open_database(name: str, reuse: bool) -> None:
 
 def setup_django(database_url: str, migrate: bool = True) -> None:
     os.environ["DATABASE_URL"] = database_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "claimline.settings")
     os.environ.setdefault("CLAIMLINE_VAR_DIR", str(ROOT / "var" / "bench"))
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
@@ -113,7 +113,7 @@ def run_child(args: list[str], env: dict[str, str] | None = None, cwd: Path = RO
 
 
 class FakeServerProcess:
-    """``python -m collector.fake_apiserver`` serving a scenario directory, in its own process.
+    """``python -m demo.fake_apiserver`` serving a scenario directory, in its own process.
 
     Its own process, so serving pages does not compete with the collector for the GIL:
     a real API server is another machine.
@@ -127,7 +127,7 @@ class FakeServerProcess:
 
     def start(self) -> str:
         self.proc = subprocess.Popen(
-            [PYTHON, "-m", "collector.fake_apiserver", "--scenario", str(self.scenario),
+            [PYTHON, "-m", "demo.fake_apiserver", "--scenario", str(self.scenario),
              "--kubeconfig", str(self.kubeconfig), "--token", self.token],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )

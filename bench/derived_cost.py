@@ -70,7 +70,7 @@ def emit(**fields: Any) -> None:
 
 def write(cluster: Any, at: Any, stored: list[Any]) -> Any:
     """A collection's write (normalized objects, every kind complete), without deriving."""
-    from collector.history import start_snapshot, write_snapshot
+    from collector.history_writer import start_snapshot, write_snapshot
     from collector.kinds import KINDS
 
     snap = start_snapshot(cluster, at, SOURCE, started=at)
@@ -94,7 +94,7 @@ def samples() -> dict[str, tuple[str, str]]:
 
 
 def timed_requests(client: Any, pods: dict[str, tuple[str, str]], repeat: int) -> dict[str, float]:
-    from dashboard import reading
+    from collector import recent_history as reading
 
     urls = {f"pod page, {k}": f"/c/bench/pods/{ns}/{name}/" for k, (ns, name) in pods.items()}
     urls.update(
@@ -149,7 +149,7 @@ def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
     from django.core.management import call_command
     from django.test import Client
 
-    from collector.history import get_cluster
+    from collector.history_writer import get_cluster
     from derived.rendered import render_latest_metrics
     from derived.review import render_latest_review
     from derived.writer import derive_snapshot
@@ -210,7 +210,7 @@ def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
 def finished_week(client: Any, cluster: Any, stored: list[Any], nodes: int, repeat: int, write_only: bool) -> None:
     """The next week's first snapshot (nothing changed), then the finished week's review rendered as
     of it, and the finished week's page before and after (cold: the history cache emptied)."""
-    from dashboard import reading
+    from collector import recent_history as reading
     from derived.past_reviews import render_finished_weeks
     from derived.writer import derive_snapshot
 

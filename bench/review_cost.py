@@ -67,13 +67,13 @@ def build(nodes: int, hours: int, churn: float) -> None:
 
 
 def measure(nodes: int, repeat: int) -> dict[str, Any]:
+    from collector.history_reader import StoredHistory
     from collector.models import Cluster, ObjectVersion
-    from dashboard.domain.capacity import weekly_review
-    from dashboard.history import StoredHistory
-    from dashboard.reading import leak_thresholds
     from derived.models import AllocationSpan
     from derived.review import review_read
+    from derived.thresholds import leak_thresholds
     from derived.writer import covered
+    from domain.reports.capacity import weekly_review
 
     cluster = Cluster.objects.get(name=cluster_name(nodes))
     thresholds = leak_thresholds()

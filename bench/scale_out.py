@@ -5,7 +5,7 @@
 
 Two synthetic clusters (different seeds, same size) are each served by their own fake API
 server process. ``CLAIMLINE_CLUSTERS`` lists both; workers are
-``python -m celery -A collector worker --pool solo`` on one queue (the project's settings ack
+``python -m celery -A claimline worker --pool solo`` on one queue (the project's settings ack
 late with a prefetch of 1, so an idle second worker takes the second task). The timer runs
 from enqueuing ``collect_cluster`` for both clusters until both snapshots are finished (polled
 in the database); worker start-up is outside it.
@@ -52,7 +52,7 @@ CLUSTERS = ("scale-a", "scale-b")
 def start_worker(name: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
-            [PYTHON, "-m", "celery", "-A", "collector", "worker", "--pool", "solo", "-Q", QUEUE,
+            [PYTHON, "-m", "celery", "-A", "claimline", "worker", "--pool", "solo", "-Q", QUEUE,
              "-n", f"{name}@bench", "--without-gossip", "--without-mingle", "-l", "INFO"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )
@@ -129,7 +129,7 @@ def main() -> None:
         **os.environ,
         "DATABASE_URL": db,
         "REDIS_URL": args.redis_url,
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DJANGO_SETTINGS_MODULE": "claimline.settings",
         "CLAIMLINE_CLUSTERS": ",".join(env_clusters),
         "CLAIMLINE_SCHEDULER": "celery",
         "CLAIMLINE_VAR_DIR": str(ROOT / "var" / "bench"),
@@ -139,8 +139,8 @@ def main() -> None:
     setup_django(db)
     from django.utils import timezone
 
-    from collector import tasks
-    from collector.celery import app
+    from claimline import tasks
+    from claimline.celery import app
 
     print(json.dumps({"machine": machine(), "load_before": load(), "nodes_per_cluster": args.nodes}), flush=True)
     workers: list[subprocess.Popen[bytes]] = []

@@ -30,11 +30,11 @@ from typing import Any
 sys.path.insert(0, os.environ.get("PYTHONPATH") or str(Path(__file__).resolve().parents[1]))
 
 from collector.gcpause import collect_less_often  # noqa: E402
-from dashboard.domain import device_checks, device_projection  # noqa: E402
-from dashboard.domain.inventory import Inventory  # noqa: E402
-from dashboard.domain.matching import match_devices, simulate  # noqa: E402
-from dashboard.domain.state import MemoryHistory  # noqa: E402
 from demo import builders as b  # noqa: E402
+from domain.allocator import device_checks, device_projection  # noqa: E402
+from domain.allocator.matching import match_devices, simulate  # noqa: E402
+from domain.cluster.state import MemoryHistory  # noqa: E402
+from domain.inventory.devices import Inventory  # noqa: E402
 
 CREATED = datetime(2026, 10, 1, tzinfo=UTC)
 MIG = f"device.driver == '{b.GPU_DRIVER}' && device.attributes['{b.GPU_DRIVER}'].type == 'mig'"

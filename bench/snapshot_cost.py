@@ -90,7 +90,7 @@ def typed_vs_raw(kubeconfig: Path, pages: int) -> dict[str, float | int]:
 
     from collector.kinds import BY_KIND
     from collector.kube import ClusterReader, api_client_for
-    from dashboard.config import ClusterSource
+    from collector.sources import ClusterSource
 
     api = api_client_for(ClusterSource("typed", "kubeconfig", str(kubeconfig)))
     core = k8s.CoreV1Api(api)
@@ -182,7 +182,7 @@ def run(nodes: int, repeat: int, typed_pages: int, keep: bool, tree: Path) -> di
     env = {
         **os.environ,
         "DATABASE_URL": db,
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DJANGO_SETTINGS_MODULE": "claimline.settings",
         "CLAIMLINE_CLUSTERS": f"bench-{nodes}=kubeconfig:{kubeconfig}",
         "CLAIMLINE_VAR_DIR": str(ROOT / "var" / "bench"),
         "CLAIMLINE_REQUEST_TIMEOUT": "300",

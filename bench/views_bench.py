@@ -16,7 +16,7 @@ sign-in, the view, template rendering; no network), as a platform admin unless t
 team member (a user whose group is granted the busiest namespace: scope and redaction apply).
 ``explain (CLI --json)`` is ``manage.py explain --json`` called in process.
 
-Each endpoint gets one cold request, with the per-process history cache (``dashboard/reading.py``)
+Each endpoint gets one cold request, with the per-process history cache (``collector/recent_history.py``)
 emptied first so it pays for loading the snapshot's history, and with its SQL query count; then N
 timed requests over a seeded sample of objects (median and p95). A request slower than
 ``--timeout`` is reported as timed out; when the cold request takes more than half of it, the
@@ -111,8 +111,8 @@ def samples(cluster: str, rng: random.Random, per_kind: int) -> dict[str, list[A
     from django.db.models import Count
 
     from collector.models import ObjectVersion
-    from dashboard.domain.inventory import device_holders
-    from dashboard.reading import open_history
+    from collector.recent_history import open_history
+    from domain.inventory.devices import device_holders
 
     rows = ObjectVersion.objects.filter(cluster__name=cluster)
 
@@ -167,8 +167,8 @@ def team_namespace(cluster: str) -> str:
     from django.contrib.auth.models import Group
     from django.db.models import Count
 
+    from access.models import NamespaceGrant
     from collector.models import Cluster, ObjectVersion
-    from dashboard.models import NamespaceGrant
 
     namespace = str(
         ObjectVersion.objects.filter(cluster__name=cluster, kind="Pod", valid_to__isnull=True, deleted=False)
@@ -288,7 +288,7 @@ def measure(fetch: Fetch, name: str, targets: list[str], iterations: int, timeou
 def _measure(fetch: Fetch, name: str, targets: list[str], iterations: int, timeout: int) -> dict[str, Any]:
     from django.db import connection
 
-    from dashboard import reading
+    from collector import recent_history as reading
 
     queries = 0
 

@@ -9,7 +9,7 @@ How it is built (cluster ``week``, from Monday 2026-11-16 00:00 UTC):
     (``demo.synthetic`` with ``interval=1h, churn=0.01``: 1% of the workload units — a GPU pod
     with its claim and events, a pending pod, a plain pod — change per generation). It goes
     through the collector's own filters (Pods that use claims, Events about them) and
-    normalizer, then ``collector.history.start_snapshot`` + ``write_snapshot`` with every kind
+    normalizer, then ``collector.history_writer.start_snapshot`` + ``write_snapshot`` with every kind
     complete: the real write path stores the changed objects, supersedes their heads and
     records deletions, exactly as a collection would.
   - The other 119 snapshots of the hour are recorded as ``Snapshot`` rows (status ok,
@@ -127,7 +127,7 @@ def write_hours(cluster_name: str, nodes: int, hours: int, churn: float, interva
 
     Yields ``(hour, totals)``; ``views_bench.py`` builds its clusters with this too.
     """
-    from collector.history import get_cluster, start_snapshot, write_snapshot
+    from collector.history_writer import get_cluster, start_snapshot, write_snapshot
     from collector.kinds import KINDS
     from collector.models import Snapshot
 

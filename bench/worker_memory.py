@@ -46,7 +46,7 @@ def emit(**fields: Any) -> None:
 
 def run(nodes: int, snapshots: int) -> None:
     from collector.gcpause import collect_less_often
-    from collector.history import get_cluster
+    from collector.history_writer import get_cluster
     from derived.pipeline import derive_backlog
 
     collect_less_often()  # as in every Claimline process (collector.apps)

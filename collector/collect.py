@@ -9,11 +9,10 @@ from datetime import datetime
 from django.conf import settings
 from django.db import DatabaseError
 
-from collector import history
+from collector import history_writer as history
 from collector.kube import ClusterReader, CollectionError, api_client_for
 from collector.models import Snapshot
-from dashboard.config import ClusterSource
-from derived.pipeline import derive_after_write
+from collector.sources import ClusterSource
 
 log = logging.getLogger("claimline.collector")
 
@@ -25,13 +24,9 @@ def configured_cluster(name: str) -> ClusterSource:
     raise CollectionError(f"no cluster named {name!r} in CLAIMLINE_CLUSTERS")
 
 
-def reader_for(source: ClusterSource) -> tuple[ClusterReader, str]:
-    """A reader for ``source`` and a description of where it reads from."""
-    kubeconfig = None
-    if source.kind == "demo":
-        from collector.demo_source import demo_kubeconfig
-
-        kubeconfig = demo_kubeconfig()
+def reader_for(source: ClusterSource, kubeconfig: str | None = None) -> tuple[ClusterReader, str]:
+    """A reader for ``source`` (through ``kubeconfig`` when given: the demo's) and a description of where
+    it reads from."""
     api = api_client_for(source, kubeconfig)
     reader = ClusterReader(
         api,
@@ -47,16 +42,18 @@ def collect(
     now: datetime,
     clock: Callable[[], datetime],
     reader: ClusterReader | None = None,
+    kubeconfig: str | None = None,
 ) -> Snapshot:
     """Snapshot ``source`` as of ``now``; a failed run is recorded and stores nothing.
 
-    ``clock`` stamps when the run finished (tests pass a fixed one).
+    ``clock`` stamps when the run finished (tests pass a fixed one). What follows a stored snapshot
+    (derivation, notices) is the pipeline's business (``claimline.pipeline``), not collection's.
     """
     cluster = history.get_cluster(source.name)
     description = source.describe()
     try:
         if reader is None:
-            reader, description = reader_for(source)
+            reader, description = reader_for(source, kubeconfig)
     except CollectionError as exc:
         snapshot = history.start_snapshot(cluster, now, f"api ({description})", started=now)
         history.fail_snapshot(snapshot, str(exc), clock())
@@ -80,18 +77,4 @@ def collect(
         except DatabaseError:
             log.exception("cannot record the failed snapshot of %s", source.name)
         raise
-    # Celery derives in a task of its own, so the next collection need not wait for it.
-    derive_after_write(snapshot, inline=settings.CLAIMLINE_SCHEDULER != "celery")
     return snapshot
-
-
-def run_collection(name: str, now: datetime, clock: Callable[[], datetime]) -> Snapshot:
-    """The entry point the scheduler, Celery and ``collect`` share."""
-    source = configured_cluster(name)
-    if source.kind == "demo":
-        from collector.demo_source import replay_demo_history
-
-        replayed = replay_demo_history(source, now, clock)
-        if replayed is not None:
-            return replayed
-    return collect(source, now, clock)

@@ -30,8 +30,8 @@ from collector.relevance import (
     reserved_pod_uids,
     uid_of,
 )
-from dashboard.config import ClusterSource
-from dashboard.domain.extended_resources import explicit_resource_names
+from collector.sources import ClusterSource
+from domain.cluster.extended_resources import explicit_resource_names
 
 log = logging.getLogger("claimline.collector")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from dashboard.domain.extended_resources import asks_extended_resources, explicit_resource_names
+from domain.cluster.extended_resources import asks_extended_resources, explicit_resource_names
 
 # The kinds a kind's filter reads: a Pod is kept for the claims that reserve it and the classes whose
 # extended resources it asks for; an Event for the Pods and claims it is about.

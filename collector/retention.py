@@ -19,7 +19,7 @@ The rule, for one cluster and a cutoff C:
    snapshot at or before C, and except ``running`` rows (the next run marks
    them failed; a later prune takes them).
 
-The guarantee: for every time T >= C, ``dashboard.history.StoredHistory(cluster, T)``
+The guarantee: for every time T >= C, ``collector.history_reader.StoredHistory(cluster, T)``
 answers exactly as before pruning. It resolves to the same ``as_of`` snapshot
 (rule 5 keeps the one a T between C and the next snapshot needs), finds the same
 objects of every kind (a version valid at any T >= C has ``valid_to`` after C or
@@ -67,7 +67,6 @@ from django.db import models, transaction
 from django.db.models import Exists, OuterRef, Q
 
 from collector.models import Cluster, ObjectVersion, Snapshot
-from derived.models import VERSIONED, AdminAccessResult, AllocationSpan, EventSubject
 
 log = logging.getLogger("claimline.retention")
 
@@ -174,7 +173,7 @@ def _snapshots_to_delete(cluster: Cluster, rule: _Rule) -> models.QuerySet[Snaps
     return runs.filter(~Exists(survivors))
 
 
-def _delete_in_batches(queryset: models.QuerySet[Any], batch: int) -> int:
+def delete_in_batches(queryset: models.QuerySet[Any], batch: int) -> int:
     """Delete ``queryset`` in primary-key order, ``batch`` rows per transaction."""
     deleted = 0
     after = 0
@@ -206,19 +205,9 @@ def prune_history(cluster: Cluster, before: datetime, *, dry_run: bool = False, 
             _snapshots_to_delete(cluster, rule).count(),
             dry_run=True,
         )
-    ended = _delete_in_batches(versions.filter(rule.ended()), batch)
-    markers = _delete_in_batches(versions.filter(rule.old_markers()), batch)
-    snapshots = _delete_in_batches(_snapshots_to_delete(cluster, rule), batch)
-    # Derived documents that ended by the cutoff answer no as-of query at or after it either.
-    for model in VERSIONED:
-        _delete_in_batches(model.objects.filter(cluster=cluster, valid_to__lte=before), batch)
-    _delete_in_batches(AllocationSpan.objects.filter(cluster=cluster, end__lte=before), batch)
-    # The device pages' and the derivation's lookups only say which objects to read: those whose
-    # object has no version left go.
-    claims = ObjectVersion.objects.filter(cluster=cluster, kind="ResourceClaim", uid=OuterRef("claim_uid"))
-    _delete_in_batches(AdminAccessResult.objects.filter(cluster=cluster).exclude(Exists(claims)), batch)
-    events = ObjectVersion.objects.filter(cluster=cluster, kind="Event", uid=OuterRef("event_uid"))
-    _delete_in_batches(EventSubject.objects.filter(cluster=cluster).exclude(Exists(events)), batch)
+    ended = delete_in_batches(versions.filter(rule.ended()), batch)
+    markers = delete_in_batches(versions.filter(rule.old_markers()), batch)
+    snapshots = delete_in_batches(_snapshots_to_delete(cluster, rule), batch)
     result = PruneResult(cluster.name, before, ended, markers, snapshots)
     log.info("%s", result.describe())
     return result

@@ -13,17 +13,18 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from access.scope import is_platform_admin, redactor_of, redactor_with, scope_for
+from collector.history_reader import StoredHistory, collection_health
 from collector.models import Snapshot
-from collector.reports import snapshots_document
-from dashboard.access import is_platform_admin, redactor_of, redactor_with, scope_for
-from dashboard.domain.cel import SelectorCompileError
-from dashboard.domain.matching import match_devices
-from dashboard.domain.timefmt import rfc3339
-from dashboard.domain.verdicts import PodNotFound
-from dashboard.history import StoredHistory, collection_health
-from dashboard.reading import ReadError, leak_thresholds, open_history
+from collector.recent_history import ReadError, open_history
+from collector.snapshot_runs import snapshots_document
 from derived.reading import claims_read, explain_read, metrics_read
 from derived.reports import audit_read, leaks_read
+from derived.thresholds import leak_thresholds
+from domain.allocator.cel import SelectorCompileError
+from domain.allocator.matching import match_devices
+from domain.cluster.timefmt import rfc3339
+from domain.verdicts.explain import PodNotFound
 
 
 def _error(status: int, message: str) -> JsonResponse:

@@ -9,17 +9,17 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
+from access.scope import redactor_with, require_namespace, scope_for
 from collector.models import ObjectVersion
+from collector.recent_history import ReadError, open_history
 from dashboard import charts
-from dashboard.access import redactor_with, require_namespace, scope_for
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.boundaries import BOUNDARIES, is_device_check
-from dashboard.domain.cel import SelectorCompileError
-from dashboard.domain.matching import match_devices
-from dashboard.domain.verdicts import PodNotFound
-from dashboard.reading import ReadError, open_history
 from dashboard.views import render_page
 from derived.reading import explain_read
+from domain.allocator.cel import SelectorCompileError
+from domain.allocator.matching import match_devices
+from domain.boundaries.judgement import BOUNDARIES, is_device_check
+from domain.verdicts.explain import PodNotFound
 
 
 @require_GET

@@ -12,16 +12,17 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from access.scope import is_platform_admin, redactor_of
+from collector.history_reader import collection_health
 from collector.models import Cluster
+from collector.recent_history import ReadError, open_history
 from dashboard import charts
-from dashboard.access import is_platform_admin, redactor_of
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.overview import across_clusters
-from dashboard.domain.timefmt import parse_time
-from dashboard.history import collection_health
-from dashboard.reading import ReadError, leak_thresholds, open_history
 from dashboard.views import render_page
 from derived.reading import overview_read
+from derived.thresholds import leak_thresholds
+from domain.cluster.timefmt import parse_time
+from domain.reports.overview import across_clusters
 from notify.delivery import failing_receivers
 
 

@@ -10,22 +10,23 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from access.scope import is_platform_admin, redactor_of, scope_for
+from collector.history_reader import StoredHistory
+from collector.recent_history import ReadError, open_history
 from dashboard import charts
-from dashboard.access import is_platform_admin, redactor_of, scope_for
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.capacity import review_csv_rows, review_table, week_containing
-from dashboard.domain.inventory import AdvertisedDevice, DeviceId, Inventory, advertised_devices, typed_value
-from dashboard.domain.matching import class_selectors
-from dashboard.domain.redaction import Scope
-from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
-from dashboard.domain.state import meta
-from dashboard.history import StoredHistory
-from dashboard.reading import ReadError, leak_thresholds, open_history
 from dashboard.views import render_page
 from derived.reading import class_matches_read, device_history_read
 from derived.reports import audit_read, leaks_read
 from derived.review import review_read
+from derived.thresholds import leak_thresholds
 from derived.writer import held_in_part_of
+from domain.allocator.matching import class_selectors
+from domain.cluster.state import meta
+from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory, advertised_devices, typed_value
+from domain.inventory.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
+from domain.reports.capacity import review_csv_rows, review_table, week_containing
+from domain.reports.redaction import Scope
 
 DEVICES_PER_PAGE = 500
 

@@ -1,10 +1,9 @@
-from django.contrib import admin
-from django.contrib.auth import views as auth_views
+"""The dashboard's pages and APIs (the project's URLs, ``claimline.urls``, include them)."""
+
 from django.urls import path
 from django.views.generic import RedirectView
 
-from dashboard import api, diagnosis_views, overview_views, report_views, views
-from notify import views as notify_views
+from dashboard import api, diagnosis_views, notice_views, overview_views, report_views, views
 
 urlpatterns = [
     path("", overview_views.home, name="home"),
@@ -24,7 +23,7 @@ urlpatterns = [
     path("c/<slug:cluster>/classes/", report_views.device_classes, name="classes"),
     path("c/<slug:cluster>/devices/<str:driver>/<str:pool>/<str:name>/", report_views.device, name="device"),
     path("c/<slug:cluster>/audit/", report_views.audit_page, name="audit"),
-    path("c/<slug:cluster>/notices/", notify_views.notices, name="notices"),
+    path("c/<slug:cluster>/notices/", notice_views.notices, name="notices"),
     path("api/snapshots", api.api_snapshots, name="api-snapshots"),
     path("api/explain", api.api_explain, name="api-explain"),
     path("api/match-devices", api.api_match_devices, name="api-match-devices"),
@@ -33,7 +32,4 @@ urlpatterns = [
     path("metrics", api.metrics, name="metrics"),
     path("api/claims", api.api_claims, name="api-claims"),
     path("healthz", views.healthz, name="healthz"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("admin/", admin.site.urls),
 ]

@@ -1,4 +1,4 @@
-"""Pages: thin shells over dashboard.history and the domain."""
+"""Pages: thin shells over collector.history_reader and the domain."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 
+from access.scope import is_platform_admin, require_namespace, scope_for
+from collector.history_reader import NoSnapshot, latest_snapshot_time, namespaces_in_use
 from collector.models import ObjectVersion, Snapshot
-from dashboard.access import is_platform_admin, require_namespace, scope_for
+from collector.recent_history import ReadError, open_history
 from dashboard.clusters import cluster_or_404
-from dashboard.domain.claims import summarize_claim
-from dashboard.domain.diff import diff
-from dashboard.domain.redaction import Redactor, Scope, referenced_namespaces
-from dashboard.history import NoSnapshot, latest_snapshot_time, namespaces_in_use
-from dashboard.reading import ReadError, open_history
 from derived.claim_rows import claim_judgements
 from derived.reading import claims_page
+from domain.cluster.claim_summaries import summarize_claim
+from domain.cluster.diff import diff
+from domain.reports.redaction import Redactor, Scope, referenced_namespaces
 
 CLAIMS_PER_PAGE = 200
 

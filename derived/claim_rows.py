@@ -19,9 +19,9 @@ from typing import Any
 from django.db.models import Q
 
 from collector.models import Cluster
-from dashboard.domain.boundaries import BOUNDARIES, is_device_check
 from derived.documents import unpack
 from derived.models import ClaimJudgement, PodExplanation
+from domain.boundaries.judgement import BOUNDARIES, is_device_check
 
 BATCH = 2000
 # What a row holds of each boundary: model fields ``<boundary>_<key>``.

@@ -13,9 +13,9 @@ from collections.abc import Iterable
 import orjson
 
 from collector.models import ObjectVersion, Snapshot
-from dashboard.domain.claims import ClaimSummary, summarize_claim
-from dashboard.domain.state import ClusterState, Object
 from derived.models import ClaimListing
+from domain.cluster.claim_summaries import ClaimSummary, summarize_claim
+from domain.cluster.state import ClusterState, Object
 
 BATCH = 2000
 

@@ -20,15 +20,15 @@ from datetime import datetime
 
 import orjson
 
+from collector.history_reader import StoredHistory
 from collector.models import Cluster, Snapshot
-from dashboard.domain.capacity import WEEK, week_containing, weekly_review
-from dashboard.domain.leaks import Thresholds
-from dashboard.history import StoredHistory
-from dashboard.reading import leak_thresholds
 from derived.models import DOMAIN_VERSION, DerivedSnapshot, ReviewDocument
 from derived.rendered import latest_derived
 from derived.review import is_final, render_latest_review, store_review, stored_source
+from derived.thresholds import leak_thresholds
 from derived.writer import USABLE
+from domain.reports.capacity import WEEK, week_containing, weekly_review
+from domain.reports.leaks import Thresholds
 
 
 def render_reviews(snapshot: Snapshot, force: bool = False) -> bool:

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from celery import current_app
 from django.conf import settings
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
@@ -77,10 +78,9 @@ def render_latest(snapshot: Snapshot, force: bool = False) -> None:
 
 
 def _queue(task: str, arg: int) -> None:
-    from collector.celery import app
-
     try:
-        app.send_task(task, args=(arg,))
+        # The project's app: loaded with Django's settings (``claimline/__init__.py``), as Celery's Django guide does.
+        current_app.send_task(task, args=(arg,))
     except (OperationalError, RedisError) as exc:
         log.warning("cannot queue %s(%s): %s", task, arg, exc)
 

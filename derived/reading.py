@@ -17,26 +17,25 @@ from django.db import connection
 from django.db.models import F
 from django.db.models.functions import Collate
 
-from dashboard.access import known_namespaces
-from dashboard.domain.claims import ClaimSummary, claim_summaries, with_leak_flags
-from dashboard.domain.device_history import DeviceIndex, device_history
-from dashboard.domain.inventory import DeviceId
-from dashboard.domain.leaks import Thresholds
-from dashboard.domain.matching import class_matches
-from dashboard.domain.metrics import CollectionHealth, render_collection, render_metrics
-from dashboard.domain.overview import WaitingPod, overview
-from dashboard.domain.redaction import Redactor, Scope, referenced_namespaces
-from dashboard.domain.verdicts import explain, explain_document, incarnation_entry, pick_incarnation
-from dashboard.history import StoredHistory, namespaces_in_use, uids_named
-from dashboard.reading import leak_thresholds
-from derived.devices import device_history_of
+from collector.history_reader import StoredHistory, namespaces_in_use, uids_named
+from derived.device_rows import device_history_of
 from derived.documents import unpack
 from derived.listings import summary_of
 from derived.models import ClaimListing, ClassMatches, DeviceCounts, PodExplanation
 from derived.rendered import metrics_text_stands
 from derived.reports import audit_read, cluster_wide, known_for, leaks_read, valid_rows
 from derived.review import stored_source
+from derived.thresholds import leak_thresholds
 from derived.writer import covered
+from domain.allocator.matching import class_matches
+from domain.cluster.claim_summaries import ClaimSummary, claim_summaries, with_leak_flags
+from domain.inventory.device_history import DeviceIndex, device_history
+from domain.inventory.devices import DeviceId
+from domain.reports.leaks import Thresholds
+from domain.reports.metrics import CollectionHealth, render_collection, render_metrics
+from domain.reports.overview import WaitingPod, overview
+from domain.reports.redaction import Redactor, Scope, known_namespaces, referenced_namespaces
+from domain.verdicts.explain import explain, explain_document, incarnation_entry, pick_incarnation
 
 
 def covers(history: StoredHistory) -> bool:
@@ -163,7 +162,7 @@ def explain_read(
 
     From the layer, the namespaces come from one query about the names the document refers to
     (a redactor only looks those up); derived on read, from the state the derivation loaded
-    anyway (``dashboard.access.known_namespaces``).
+    anyway (``domain.reports.redaction.known_namespaces``).
     """
     doc = stored_explain(history, namespace, name, pod_uid)
     if doc is not None:

@@ -15,13 +15,13 @@ import orjson
 from django.conf import settings
 from django.db.models import Q
 
+from collector.history_reader import StoredHistory
 from collector.models import Snapshot
-from dashboard.domain.metrics import render_metrics
-from dashboard.history import StoredHistory
-from dashboard.reading import leak_thresholds
 from derived.models import DerivedSnapshot, MetricsText
 from derived.reports import known_for
+from derived.thresholds import leak_thresholds
 from derived.writer import USABLE, covered
+from domain.reports.metrics import render_metrics
 
 
 def latest_derived(snapshot: Snapshot) -> bool:

@@ -12,15 +12,15 @@ from typing import Any
 import orjson
 from django.db.models import Q
 
-from dashboard.domain.audit import audit
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.leaks import Thresholds, find_leaks
-from dashboard.domain.metrics import Known, PodCounts
-from dashboard.domain.state import ClusterState, Object, uid_of
-from dashboard.domain.timefmt import rfc3339
-from dashboard.history import StoredHistory, live_containing
+from collector.history_reader import StoredHistory, live_containing
 from derived.models import AuditReport, ClusterWideRow, LeakCandidates, PodExplanation
 from derived.writer import BATCH, covered, held_in_part_of
+from domain.cluster.state import ClusterState, Object, uid_of
+from domain.cluster.timefmt import rfc3339
+from domain.inventory.devices import Inventory
+from domain.reports.audit import audit
+from domain.reports.leaks import Thresholds, find_leaks
+from domain.reports.metrics import Known, PodCounts
 
 
 def valid_rows(history: StoredHistory, model: Any) -> Any:

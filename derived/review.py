@@ -41,8 +41,15 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 
+from collector.history_reader import StoredHistory
 from collector.models import ObjectVersion, Snapshot
-from dashboard.domain.capacity import (
+from derived.models import DOMAIN_VERSION, AllocationSpan, ReviewDocument
+from derived.rendered import latest_derived
+from derived.thresholds import leak_thresholds
+from derived.writer import covered, held_in_part_of
+from domain.cluster.state import Object, Version, meta
+from domain.inventory.devices import Inventory
+from domain.reports.capacity import (
     WEEK,
     Allocations,
     Piece,
@@ -51,14 +58,7 @@ from dashboard.domain.capacity import (
     week_containing,
     weekly_review,
 )
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.leaks import CachedHistory, Thresholds, consumers
-from dashboard.domain.state import Object, Version, meta
-from dashboard.history import StoredHistory
-from dashboard.reading import leak_thresholds
-from derived.models import DOMAIN_VERSION, AllocationSpan, ReviewDocument
-from derived.rendered import latest_derived
-from derived.writer import covered, held_in_part_of
+from domain.reports.leaks import CachedHistory, Thresholds, consumers
 
 BATCH = 2000
 

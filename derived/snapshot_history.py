@@ -4,7 +4,7 @@ before it where Pods deleted at it are judged, sharing what they read.
 What a churned snapshot's derivation reads must follow the change, not the history kept. Told
 which Pods and claims it will judge (``judging``), the history reads their versions in batched
 queries (``StoredHistory.prefetch``) and only the Events about them, found by the derived
-layer's lookup (``derived.event_subjects``). A full derivation judges every live Pod: it reads
+layer's lookup (``derived.event_lookups``). A full derivation judges every live Pod: it reads
 every Event once instead, and each kind's whole history.
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from datetime import datetime
 
-from dashboard.domain.event_subjects import EventSubjects, PodName
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.leaks import CachedHistory
-from dashboard.domain.state import HistoryView, Version
-from dashboard.history import StoredHistory
-from derived.event_subjects import SubjectEvents
+from collector.history_reader import StoredHistory
+from derived.event_lookups import SubjectEvents
+from domain.cluster.events import EventSubjects, PodName
+from domain.cluster.state import HistoryView, Version
+from domain.inventory.devices import Inventory
+from domain.reports.leaks import CachedHistory
 
 
 class SnapshotHistory(CachedHistory):

@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 import orjson
 
 from collector.models import ObjectVersion, Snapshot
-from dashboard.domain.capacity import allocation_runs, claim_namespace
-from dashboard.domain.equivalents import held_in_part
-from dashboard.domain.inventory import advertised_devices
-from dashboard.domain.state import ClusterState, Version, ns_name
 from derived.models import AllocationSpan
+from domain.cluster.state import ClusterState, Version, ns_name
+from domain.inventory.devices import advertised_devices
+from domain.inventory.equivalents import held_in_part
+from domain.reports.capacity import allocation_runs, claim_namespace
 
 BATCH = 2000
 # The end of a run still held: stored as NULL, read as the asked time.
@@ -54,7 +54,7 @@ def write_spans(
     """Bring the spans of the claims ``snapshot`` changed (every claim when ``full``) in line; rows changed.
 
     ``observe(uid, versions)`` sees each claim read: what else is derived from a claim's versions
-    (``derived.devices.AdminAccessRows``) reads them once with the spans."""
+    (``derived.device_rows.AdminAccessRows``) reads them once with the spans."""
     cluster_id = snapshot.cluster_id
     uids: set[str] | None = None
     if not full and not snapshot.changed:

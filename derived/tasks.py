@@ -10,8 +10,8 @@ import redis
 from celery import shared_task
 
 from collector.gcpause import release_snapshot
+from collector.locks import redis_lock
 from collector.models import Snapshot
-from collector.tasks import redis_lock
 from derived.past_reviews import render_reviews
 from derived.pipeline import derive_backlog
 from derived.rendered import render_latest_metrics

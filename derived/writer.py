@@ -1,6 +1,6 @@
 """Deriving a stored snapshot's Pod explanations into ``PodExplanation`` rows, and the allocation
 spans of the claims it changed into ``AllocationSpan`` rows (``derived.spans``; with them the device
-pages' lookups, ``derived.devices``).
+pages' lookups, ``derived.device_rows``).
 
 The domain stays the one definition of a verdict: every document is what
 ``verdicts.explain_incarnation`` returns, over the same ``StoredHistory`` a page would
@@ -35,23 +35,12 @@ from typing import Any
 import orjson
 from django.db import transaction
 
+from collector.history_reader import StoredHistory
 from collector.models import Cluster, ObjectVersion, Snapshot
-from dashboard.domain.audit import audit
-from dashboard.domain.claims import consumers
-from dashboard.domain.event_subjects import involved_of
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.leaks import leak_candidates
-from dashboard.domain.lifecycle import is_terminal
-from dashboard.domain.matching import class_matches
-from dashboard.domain.metrics import pod_counts
-from dashboard.domain.overview import devices_by_model
-from dashboard.domain.state import ns_name, uid_of
-from dashboard.domain.verdicts import depends_on_time, explain_incarnation
-from dashboard.history import StoredHistory
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
-from derived.devices import AdminAccessRows, forget_device_rows_from
+from derived.device_rows import AdminAccessRows, forget_device_rows_from
 from derived.documents import Packer
-from derived.event_subjects import forget_event_subjects_from, write_event_subjects
+from derived.event_lookups import forget_event_subjects_from, write_event_subjects
 from derived.listings import write_claim_listings
 from derived.models import (
     DOMAIN_VERSION,
@@ -67,6 +56,17 @@ from derived.models import (
 )
 from derived.snapshot_history import SnapshotHistory
 from derived.spans import forget_spans_from, inventory_held_in_part, write_spans
+from domain.allocator.matching import class_matches
+from domain.boundaries.judgement import is_terminal
+from domain.cluster.claim_summaries import consumers
+from domain.cluster.events import involved_of
+from domain.cluster.state import ns_name, uid_of
+from domain.inventory.devices import Inventory
+from domain.reports.audit import audit
+from domain.reports.leaks import leak_candidates
+from domain.reports.metrics import pod_counts
+from domain.reports.overview import devices_by_model
+from domain.verdicts.explain import depends_on_time, explain_incarnation
 
 log = logging.getLogger("claimline.derived")
 

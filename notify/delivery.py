@@ -23,9 +23,9 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
 
-from dashboard.domain.redaction import Redactor, Scope, referenced_namespaces
-from dashboard.history import namespaces_ever_known
-from dashboard.models import NamespaceGrant
+from access.models import NamespaceGrant
+from collector.history_reader import namespaces_ever_known
+from domain.reports.redaction import Redactor, Scope, referenced_namespaces
 from notify.models import Delivery, Notice, Receiver
 
 log = logging.getLogger("claimline.notify")

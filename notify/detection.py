@@ -15,8 +15,11 @@ from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 
+from collector.history_reader import NoSnapshot, StoredHistory
 from collector.models import Cluster, Snapshot
-from dashboard.domain.notices import (
+from derived.reading import waiting_verdicts
+from derived.thresholds import leak_thresholds
+from domain.reports.notices import (
     COLLECTION_FAILING,
     LEAK,
     NODE_PREPARATION,
@@ -26,9 +29,6 @@ from dashboard.domain.notices import (
     Subject,
     detect,
 )
-from dashboard.history import NoSnapshot, StoredHistory
-from dashboard.reading import leak_thresholds
-from derived.reading import waiting_verdicts
 from notify.models import Notice, Scan
 
 log = logging.getLogger("claimline.notify")

@@ -1,18 +1,17 @@
-"""Celery tasks: thin shells over notify.detection, notify.delivery and notify.review."""
+"""Celery tasks: thin shells over notify.detection, notify.delivery and notify.review_mail."""
 
 from __future__ import annotations
 
 import logging
 
-from celery import shared_task
+from celery import current_app, shared_task
 from django.conf import settings
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
-from collector.celery import app
 from collector.models import Snapshot
-from notify import delivery, detection, review
+from notify import delivery, detection, review_mail
 
 log = logging.getLogger("claimline.notify")
 
@@ -20,8 +19,8 @@ log = logging.getLogger("claimline.notify")
 def enqueue_scan(snapshot: Snapshot) -> None:
     """Chained after a collection: queue the notice scan; a broker that is down never fails the collection."""
     try:
-        # Through the project's app: a management command (import-snapshot) has not loaded it otherwise.
-        app.send_task("notify.tasks.scan_snapshot", args=(snapshot.pk,))
+        # The project's app, loaded with Django's settings (``claimline/__init__.py``), also in a management command.
+        current_app.send_task("notify.tasks.scan_snapshot", args=(snapshot.pk,))
     except (OperationalError, RedisError) as exc:
         log.warning("cannot queue the notice scan of %s: %s", snapshot, exc)
 
@@ -66,4 +65,4 @@ def deliver(self, delivery_id: int) -> str:  # type: ignore[no-untyped-def]
 
 @shared_task(name="notify.tasks.send_weekly_review", ignore_result=True)
 def send_weekly_review() -> list[str]:
-    return [r.describe() for r in review.send_reviews()]
+    return [r.describe() for r in review_mail.send_reviews()]

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from collector.fake_apiserver import FakeApiServer, FakeCluster
 from collector.kube import ClusterReader, api_client_for
-from dashboard.config import ClusterSource
+from collector.sources import ClusterSource
+from demo.fake_apiserver import FakeApiServer, FakeCluster
 from tests.clusters import small_cluster
 
 

@@ -9,22 +9,8 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from collector.history_reader import StoredHistory
 from collector.models import Cluster, ObjectVersion, Snapshot
-from dashboard.access import known_namespaces
-from dashboard.domain.audit import audit
-from dashboard.domain.capacity import weekly_review
-from dashboard.domain.claims import claim_summaries
-from dashboard.domain.device_history import DeviceIndex, device_history
-from dashboard.domain.leaks import Thresholds, find_leaks
-from dashboard.domain.matching import class_matches
-from dashboard.domain.metrics import render_metrics
-from dashboard.domain.overview import overview
-from dashboard.domain.redaction import Redactor, Scope
-from dashboard.domain.state import deleted_of
-from dashboard.domain.timefmt import parse_time
-from dashboard.domain.verdicts import explain
-from dashboard.history import StoredHistory
-from dashboard.reading import leak_thresholds
 from derived.claim_rows import rows_from, stored_rows
 from derived.documents import Packer, unpack
 from derived.models import ClassMatches, PodExplanation
@@ -42,6 +28,19 @@ from derived.reading import (
 from derived.rendered import metrics_text_stands
 from derived.reports import valid_rows
 from derived.review import review_read
+from derived.thresholds import leak_thresholds
+from domain.allocator.matching import class_matches
+from domain.cluster.claim_summaries import claim_summaries
+from domain.cluster.state import deleted_of
+from domain.cluster.timefmt import parse_time
+from domain.inventory.device_history import DeviceIndex, device_history
+from domain.reports.audit import audit
+from domain.reports.capacity import weekly_review
+from domain.reports.leaks import Thresholds, find_leaks
+from domain.reports.metrics import render_metrics
+from domain.reports.overview import overview
+from domain.reports.redaction import Redactor, Scope, known_namespaces
+from domain.verdicts.explain import explain
 
 
 def _json(doc: Any) -> Any:

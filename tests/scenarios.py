@@ -8,8 +8,8 @@ from typing import Any
 
 import yaml
 
-from dashboard.domain.state import MemoryHistory
-from dashboard.domain.timefmt import parse_time
+from domain.cluster.state import MemoryHistory
+from domain.cluster.timefmt import parse_time
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "shared" / "scenarios"
 

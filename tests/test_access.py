@@ -11,10 +11,10 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from access.models import NamespaceGrant
+from collector.history_reader import latest_snapshot_time, namespaces_in_use
 from collector.models import Cluster, ObjectVersion
-from dashboard.domain.boundaries import is_device_check
-from dashboard.history import latest_snapshot_time, namespaces_in_use
-from dashboard.models import NamespaceGrant
+from domain.boundaries.judgement import is_device_check
 
 pytestmark = pytest.mark.django_db
 
@@ -194,9 +194,10 @@ def test_trusted_proxy_header_sign_in(demo_history: Any, settings: Any) -> None:
 
 
 def test_two_teams_over_one_cached_history_each_get_their_own_redaction(clients: dict[str, Client]) -> None:
+    from access.scope import redactor_with
     from collector.models import Cluster
-    from dashboard.access import known_namespaces, redactor_with
-    from dashboard.reading import open_history
+    from collector.recent_history import open_history
+    from domain.reports.redaction import known_namespaces
 
     research = login("researcher", ["research-team"])
     NamespaceGrant.objects.create(group=Group.objects.get(name="research-team"), namespace="research")

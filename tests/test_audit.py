@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dashboard.domain.audit import audit
-from dashboard.domain.state import MemoryHistory
 from demo import builders as b
+from domain.cluster.state import MemoryHistory
+from domain.reports.audit import audit
 
 T0 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
 H = timedelta(hours=1)

@@ -8,17 +8,17 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.capacity import (
+from demo import builders as b
+from domain.cluster.state import ClusterState, MemoryHistory, Version
+from domain.inventory.devices import advertised_devices
+from domain.reports.capacity import (
     CSV_HEADER,
     InventoryTimeline,
     allocation_stretches,
     review_csv_rows,
     weekly_review,
 )
-from dashboard.domain.inventory import advertised_devices
-from dashboard.domain.leaks import Thresholds
-from dashboard.domain.state import ClusterState, MemoryHistory, Version
-from demo import builders as b
+from domain.reports.leaks import Thresholds
 
 H = timedelta(hours=1)
 D = timedelta(days=1)
@@ -244,9 +244,9 @@ def test_naive_week_start_is_rejected() -> None:
 def test_slices_advertise_from_their_creation_even_before_history_began() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from dashboard.domain.capacity import weekly_review
-    from dashboard.domain.state import MemoryHistory
     from demo import builders as bb
+    from domain.cluster.state import MemoryHistory
+    from domain.reports.capacity import weekly_review
 
     week = datetime(2026, 11, 16, tzinfo=UTC)
     created = week - timedelta(days=30)

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.cel import (
+from domain.allocator.cel import (
     CompiledSelector,
     Device,
     SelectorCompileError,
     SelectorEvaluationError,
     compile_selector,
 )
-from dashboard.domain.quantity import Quantity
-from dashboard.domain.semver import Semver, SemverError
+from domain.cluster.quantity import Quantity
+from domain.cluster.semver import Semver, SemverError
 
 DRA = "dra.example.com"
 

@@ -9,11 +9,11 @@ import pytest
 import redis
 from django.conf import settings
 
-from collector.celery import beat_schedule
-from collector.fake_apiserver import FakeApiServer
+from claimline.celery import beat_schedule
+from claimline.tasks import collect_cluster, collection_lock
 from collector.models import Snapshot
-from collector.tasks import collect_cluster, collection_lock
-from dashboard.config import ClusterSource
+from collector.sources import ClusterSource
+from demo.fake_apiserver import FakeApiServer
 from derived.models import DerivedSnapshot, MetricsText, ReviewDocument
 from tests.workers import celery_worker, worker_env
 

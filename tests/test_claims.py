@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from dashboard.domain.claims import claim_summaries
-from dashboard.domain.state import MemoryHistory
 from demo import builders as b
+from domain.cluster.claim_summaries import claim_summaries
+from domain.cluster.state import MemoryHistory
 
 T0 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
 H = timedelta(hours=1)

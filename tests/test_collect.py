@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from collector.collect import collect
-from collector.fake_apiserver import FakeApiServer, Fault
 from collector.models import ObjectVersion, Snapshot
-from dashboard.config import ClusterSource
+from collector.sources import ClusterSource
+from demo.fake_apiserver import FakeApiServer, Fault
 from tests.clusters import T0, small_cluster
 
 pytestmark = pytest.mark.django_db

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.config import ClusterSource, env_bool, env_int, parse_clusters, secret_key
+from claimline.config import env_bool, env_int, secret_key
+from collector.sources import ClusterSource, parse_clusters
 
 
 @pytest.mark.parametrize(("raw", "value"), [("true", True), ("false", False), ("TRUE", True), ("", False)])

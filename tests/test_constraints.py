@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.constraints import MATCH, Constraint, claim_constraints, violated
-from dashboard.domain.inventory import AdvertisedDevice, Inventory, Reach
-from dashboard.domain.matching import simulate
-from dashboard.domain.picking import Choice, search
-from dashboard.domain.state import ClusterState, MemoryHistory
 from demo import builders as b
+from domain.allocator.constraints import MATCH, Constraint, claim_constraints, violated
+from domain.allocator.matching import simulate
+from domain.allocator.picking import Choice, search
+from domain.cluster.state import ClusterState, MemoryHistory
+from domain.inventory.devices import AdvertisedDevice, Inventory, Reach
 from tests.snapshot_cli import AT, explain_verdict
 
 CREATED = datetime(2026, 10, 1, tzinfo=UTC)

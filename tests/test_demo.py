@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from collector.collect import run_collection
+from claimline.pipeline import run_collection
 from collector.models import Snapshot
 from demo.story import stage_times
 

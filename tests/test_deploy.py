@@ -231,9 +231,9 @@ def test_pods_are_hardened_and_sized(base: list[dict[str, Any]]) -> None:
 def test_commands_probes_and_migrations(base: list[dict[str, Any]]) -> None:
     specs = _pod_specs(base)
     web, worker, beat = (specs[f"claimline-{c}"]["containers"][0] for c in ("web", "worker", "beat"))
-    assert web["command"][:2] == ["gunicorn", "dashboard.wsgi"]
-    assert worker["command"][:4] == ["celery", "-A", "collector", "worker"]
-    assert beat["command"][:4] == ["celery", "-A", "collector", "beat"]
+    assert web["command"][:2] == ["gunicorn", "claimline.wsgi"]
+    assert worker["command"][:4] == ["celery", "-A", "claimline", "worker"]
+    assert beat["command"][:4] == ["celery", "-A", "claimline", "beat"]
     for probe in ("readinessProbe", "livenessProbe"):
         assert web[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
         assert "inspect ping" in " ".join(worker[probe]["exec"]["command"])

@@ -13,16 +13,14 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from collector.collect import collect
+from claimline.pipeline import collect_and_derive
+from collector.history_reader import StoredHistory
 from collector.models import Cluster, ObjectVersion, Snapshot
-from dashboard.config import ClusterSource
-from dashboard.domain.device_history import DeviceIndex, device_history
-from dashboard.history import StoredHistory
-from dashboard.reading import leak_thresholds
+from collector.sources import ClusterSource
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
 from derived.documents import unpack
-from derived.event_subjects import write_event_subjects
+from derived.event_lookups import write_event_subjects
 from derived.models import (
     AllocationSpan,
     AuditReport,
@@ -32,6 +30,8 @@ from derived.models import (
     PodExplanation,
 )
 from derived.reading import covers, device_history_read, stored_explain
+from derived.thresholds import leak_thresholds
+from domain.inventory.device_history import DeviceIndex, device_history
 from tests.clusters import T0, small_cluster
 from tests.derived_checks import (
     assert_layer_matches_derivation,
@@ -147,7 +147,7 @@ def test_a_changed_snapshots_events_are_decoded_once(demo_history: Any, monkeypa
 
 
 def test_collection_derives_what_it_stored(source: ClusterSource, make_reader: Any) -> None:
-    snapshot = collect(source, T0, lambda: T0 + timedelta(seconds=5), reader=make_reader())
+    snapshot = collect_and_derive(source, T0, lambda: T0 + timedelta(seconds=5), reader=make_reader())
     assert snapshot.status == Snapshot.Status.OK
     assert DerivedSnapshot.objects.filter(snapshot=snapshot).exists()
     assert assert_layer_matches_derivation("test") > 0
@@ -251,14 +251,14 @@ def test_a_snapshot_after_a_gap_derives_every_live_pod(tmp_path: Path, settings:
 def test_pruning_drops_derived_documents_no_later_query_reads(tmp_path: Path) -> None:
     """Rows that ended by the cutoff go; the rest still answer with explain's verdicts (their
     timelines may keep entries of versions pruning removed, which on-read derivation loses)."""
-    from collector.retention import prune_history
-    from dashboard.domain.verdicts import explain
+    from claimline.pipeline import prune_cluster
+    from domain.verdicts.explain import explain
 
     times = import_story(tmp_path)
     cutoff = times[3] + timedelta(minutes=1)
     assert PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
     assert AllocationSpan.objects.filter(end__lte=cutoff).exists()
-    prune_history(Cluster.objects.get(name="demo"), cutoff)
+    prune_cluster(Cluster.objects.get(name="demo"), cutoff)
     assert not PodExplanation.objects.filter(valid_to__lte=cutoff).exists()
     assert not AllocationSpan.objects.filter(end__lte=cutoff).exists()
     history = StoredHistory(Cluster.objects.get(name="demo"))
@@ -319,7 +319,7 @@ def test_with_celery_a_collection_queues_its_derivation_instead_of_waiting_for_i
     settings.CLAIMLINE_SCHEDULER = "celery"
     queue = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     queue.delete("celery")
-    snapshot = collect(source, T0, lambda: T0, reader=make_reader())
+    snapshot = collect_and_derive(source, T0, lambda: T0, reader=make_reader())
     assert snapshot.status == "ok" and not DerivedSnapshot.objects.exists()
     [message] = [json.loads(m) for m in queue.lrange("celery", 0, -1)]
     queue.delete("celery")
@@ -328,7 +328,7 @@ def test_with_celery_a_collection_queues_its_derivation_instead_of_waiting_for_i
 
 
 def test_the_derivation_task_derives_the_backlog_in_order_once_per_cluster(tmp_path: Path, settings: Any) -> None:
-    from collector.tasks import redis_lock
+    from collector.locks import redis_lock
     from derived.tasks import derive_cluster
 
     dump = tmp_path / "cluster.json"
@@ -361,8 +361,8 @@ def test_the_overview_reads_the_waiting_pods_verdicts_and_the_chart_from_the_lay
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from dashboard.domain.redaction import Redactor, Scope
     from derived.reading import overview_read
+    from domain.reports.redaction import Redactor, Scope
 
     for at in [t for t, _ in demo_snapshots(DEMO_BASE)]:
         history = StoredHistory(Cluster.objects.get(name="demo"), at)
@@ -430,10 +430,10 @@ def test_the_audit_is_read_from_its_row_and_derived_only_when_something_it_reads
 def test_the_leak_report_reads_only_the_stored_candidates(demo_history: Any, admin_client: Client) -> None:
     """The demo's retained claims are flagged from the stored candidates alone, as on read; a claim
     left out of the candidates is not reported (the report reads no other claim)."""
-    from dashboard.domain.leaks import find_leaks
-    from dashboard.reading import leak_thresholds
     from derived.models import LeakCandidates
     from derived.reports import leaks_read
+    from derived.thresholds import leak_thresholds
+    from domain.reports.leaks import find_leaks
 
     cluster = Cluster.objects.get(name="demo")
     on_read = find_leaks(StoredHistory(cluster), leak_thresholds())
@@ -561,10 +561,10 @@ def test_a_churned_derivation_reads_what_the_change_touches_not_the_history_kept
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    import dashboard.history
+    import collector.history_reader
     from derived.writer import derive_snapshot
 
-    monkeypatch.setattr(dashboard.history, "BULK_AFTER", bulk_after)
+    monkeypatch.setattr(collector.history_reader, "BULK_AFTER", bulk_after)
     loads = orjson_module.loads
     whole: list[int] = []
     history_of = StoredHistory._history_of

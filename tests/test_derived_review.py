@@ -17,16 +17,16 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from collector.history_reader import StoredHistory
 from collector.models import Cluster, ObjectVersion, Snapshot
-from dashboard.domain.capacity import allocation_stretches, week_containing
-from dashboard.domain.leaks import Thresholds
-from dashboard.domain.timefmt import rfc3339
-from dashboard.history import StoredHistory
-from dashboard.reading import leak_thresholds
 from demo import builders as b
 from demo.story import DEMO_BASE, demo_snapshots
 from derived.models import AllocationSpan, DerivedSnapshot, ReviewDocument
 from derived.review import review_read
+from derived.thresholds import leak_thresholds
+from domain.cluster.timefmt import rfc3339
+from domain.reports.capacity import allocation_stretches, week_containing
+from domain.reports.leaks import Thresholds
 from tests.clusters import T0, small_cluster
 from tests.derived_checks import assert_review_matches_derivation
 

@@ -8,12 +8,12 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from collector.history_reader import StoredHistory
 from collector.models import Cluster, Snapshot
-from dashboard.domain.device_history import device_history
-from dashboard.domain.state import MemoryHistory, uid_of
-from dashboard.history import StoredHistory
 from demo import builders as b
 from derived.reading import covers, device_history_read
+from domain.cluster.state import MemoryHistory, uid_of
+from domain.inventory.device_history import device_history
 
 T0 = datetime(2026, 11, 20, 12, tzinfo=UTC)
 DEVICE = ("gpu.nvidia.com", "n0", "gpu-0")

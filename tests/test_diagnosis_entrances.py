@@ -133,7 +133,7 @@ def test_search_lands_on_the_pod(demo_history: Any, admin_client: Client) -> Non
 
 
 def test_a_recently_read_snapshot_is_not_reloaded(demo_history: Any, django_assert_max_num_queries: Any) -> None:
-    from dashboard.reading import open_history
+    from collector.recent_history import open_history
 
     first = open_history(None, None)
     first.state.of_kind("ResourceSlice")

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from collector.collect import collect
-from collector.fake_apiserver import FakeApiServer, FakeCluster
+from claimline.pipeline import collect_and_derive
 from collector.management.commands._clusters import default_cluster_name
 from collector.models import ObjectVersion
-from dashboard.config import ClusterSource
-from dashboard.domain.extended_resources import resource_classes
-from dashboard.domain.metrics import render_metrics
-from dashboard.domain.state import MemoryHistory
+from collector.sources import ClusterSource
 from demo import builders as b
+from demo.fake_apiserver import FakeApiServer, FakeCluster
+from domain.cluster.extended_resources import resource_classes
+from domain.cluster.state import MemoryHistory
+from domain.reports.metrics import render_metrics
 from tests.clusters import cli_json_over
 
 pytestmark = pytest.mark.django_db
@@ -219,7 +219,7 @@ def test_collector_keeps_extended_resource_pods_their_claims_and_events(tmp_path
     try:
         server.write_kubeconfig(tmp_path / "kubeconfig")
         source = ClusterSource("test", "kubeconfig", str(tmp_path / "kubeconfig"))
-        snapshot = collect(source, T0, lambda: T0)
+        snapshot = collect_and_derive(source, T0, lambda: T0)
     finally:
         server.stop()
     assert snapshot.status == "ok", snapshot.error

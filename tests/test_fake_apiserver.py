@@ -17,7 +17,7 @@ import urllib3
 import yaml
 from kubernetes import client, config
 
-from collector.fake_apiserver import EXPIRED_MESSAGE, FakeApiServer, FakeCluster, Fault
+from demo.fake_apiserver import EXPIRED_MESSAGE, FakeApiServer, FakeCluster, Fault
 
 ROOT = Path(__file__).resolve().parents[1]
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
@@ -505,7 +505,7 @@ def test_command_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "collector.fake_apiserver",
+            "demo.fake_apiserver",
             "--scenario",
             str(scenario),
             "--kubeconfig",

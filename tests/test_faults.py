@@ -30,13 +30,14 @@ from django.db import OperationalError, connection
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from collector import history, tasks
-from collector.collect import collect
-from collector.fake_apiserver import FakeApiServer, Fault
+from claimline.pipeline import collect_and_derive
+from claimline.tasks import collect_cluster, collection_lock
+from collector import history_writer as history
+from collector import locks
 from collector.models import ObjectVersion, Snapshot
-from collector.tasks import collect_cluster, collection_lock
-from dashboard.config import ClusterSource, parse_clusters
+from collector.sources import ClusterSource, parse_clusters
 from demo import builders as b
+from demo.fake_apiserver import FakeApiServer, Fault
 from tests.clusters import T0, small_cluster
 from tests.test_collect import PODS, SLICES, run, stored_state
 
@@ -162,7 +163,7 @@ def silent_redis() -> Iterator[str]:
 
 @pytest.mark.django_db
 def test_collection_lock_times_out_when_redis_never_answers(silent_redis: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tasks, "REDIS_TIMEOUT", 0.5)
+    monkeypatch.setattr(locks, "REDIS_TIMEOUT", 0.5)
     started = time.monotonic()
     with override_settings(REDIS_URL=silent_redis), pytest.raises(redis.exceptions.TimeoutError):
         collect_cluster.run("demo")
@@ -194,7 +195,7 @@ def test_worker_killed_mid_collection_stores_nothing_and_the_next_run_recovers(
     clusters = f"itest=kubeconfig:{kubeconfig}"
     (source,) = parse_clusters(clusters)
     # History from an earlier run, then a cluster that lost a claim: the killed run must record neither.
-    assert collect(source, timezone.now() - timedelta(hours=1), timezone.now, reader=None).status == "ok"
+    assert collect_and_derive(source, timezone.now() - timedelta(hours=1), timezone.now, reader=None).status == "ok"
     before, versions_before = stored_state(), ObjectVersion.objects.count()
     changed_cluster(fake_api)
     fake_api.inject(Fault(delay=60, path=PODS))  # the worker sits in the Pod list until killed
@@ -212,12 +213,12 @@ def test_worker_killed_mid_collection_stores_nothing_and_the_next_run_recovers(
     broker = redis.Redis.from_url(settings.REDIS_URL)
     broker.flushdb()
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "collector", "worker", "--pool", "solo", "--loglevel", "INFO",
+        [sys.executable, "-m", "celery", "-A", "claimline", "worker", "--pool", "solo", "--loglevel", "INFO",
          "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
-        from collector.celery import app
+        from claimline.celery import app
 
         seen = len(fake_api.requests)
         app.send_task("collector.tasks.collect_cluster", args=("itest",))
@@ -315,7 +316,7 @@ def test_unexpected_types_inside_objects_are_reported_and_pages_still_serve(
     source: ClusterSource, make_reader: Any, fake_api: FakeApiServer, admin_client: Client
 ) -> None:
     fake_api.cluster.replace_stage(0, with_odd_types(small_cluster()))
-    snapshot = collect(ClusterSource("demo", "kubeconfig", source.path), T0, lambda: T0, reader=make_reader())
+    snapshot = collect_and_derive(ClusterSource("demo", "kubeconfig", source.path), T0, lambda: T0, reader=make_reader())
     # The misshapen objects are named and left out; the rest of the snapshot lands.
     assert snapshot.status == "partial"
     for problem in (

@@ -26,12 +26,12 @@ from django.db import transaction
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from collector.collect import collect
-from collector.fake_apiserver import FakeApiServer, Fault
+from claimline.pipeline import collect_and_derive
 from collector.kinds import KINDS, LIST_KINDS
 from collector.models import ObjectVersion, Snapshot
-from dashboard.config import ClusterSource
+from collector.sources import ClusterSource
 from demo import builders as b
+from demo.fake_apiserver import FakeApiServer, Fault
 from tests.clusters import T0, small_cluster
 
 pytestmark = pytest.mark.django_db
@@ -234,7 +234,7 @@ served = st.sampled_from([(SLICES, "ResourceSlice"), (PODS, "Pod")]).flatmap(
 
 @pytest.fixture
 def collected(source: ClusterSource, make_reader: Any) -> tuple[int, int, set[tuple[str, str, str, bool]]]:
-    first = collect(source, T0, lambda: T0, reader=make_reader(page_size=50))
+    first = collect_and_derive(source, T0, lambda: T0, reader=make_reader(page_size=50))
     assert first.status == "ok", first.error
     return stored()
 
@@ -256,7 +256,7 @@ def test_collection_fails_or_is_partial_and_deletes_nothing(
     fake_api.inject(Fault(body=body, path=path, times=-1))
     try:
         with rolled_back():
-            snapshot = collect(
+            snapshot = collect_and_derive(
                 source, T0 + timedelta(hours=1), lambda: T0 + timedelta(hours=1),
                 reader=make_reader(page_size=50, timeout=2.0, max_retries=0),
             )

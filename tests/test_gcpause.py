@@ -24,7 +24,7 @@ def test_a_claimline_process_runs_it_less_often_once_django_starts() -> None:
     out = subprocess.run(
         [sys.executable, "-c", probe],
         cwd=ROOT,
-        env={"DJANGO_SETTINGS_MODULE": "dashboard.settings", "PATH": "/usr/bin:/bin", "DJANGO_DEBUG": "true"},
+        env={"DJANGO_SETTINGS_MODULE": "claimline.settings", "PATH": "/usr/bin:/bin", "DJANGO_DEBUG": "true"},
         capture_output=True,
         text=True,
         check=True,

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.capacity import CSV_HEADER, review_csv_rows, review_table, weekly_review
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.leaks import find_leaks
-from dashboard.domain.metrics import render_metrics
-from dashboard.domain.overview import devices_by_model
-from dashboard.domain.state import MemoryHistory
 from demo import builders as b
+from domain.cluster.state import MemoryHistory
+from domain.inventory.devices import Inventory
+from domain.reports.capacity import CSV_HEADER, review_csv_rows, review_table, weekly_review
+from domain.reports.leaks import find_leaks
+from domain.reports.metrics import render_metrics
+from domain.reports.overview import devices_by_model
 from tests.snapshot_cli import cli_json, import_objects
 
 T0 = datetime(2026, 11, 16, 8, 0, tzinfo=UTC)  # a Monday: the review's week starts at midnight before

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from dashboard.domain.inventory import (
+from demo import builders as b
+from domain.cluster.state import ClusterState, MemoryHistory
+from domain.inventory.devices import (
     Inventory,
     NodeInfo,
     advertised_devices,
@@ -17,8 +19,6 @@ from dashboard.domain.inventory import (
     node_selector_matches,
     pool_generations,
 )
-from dashboard.domain.state import ClusterState, MemoryHistory
-from demo import builders as b
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 CREATED = datetime(2026, 10, 1, tzinfo=UTC)

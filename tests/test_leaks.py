@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.leaks import Thresholds, find_leaks, flagged_intervals
-from dashboard.domain.state import MemoryHistory
 from demo import builders as b
+from domain.cluster.state import MemoryHistory
+from domain.reports.leaks import Thresholds, find_leaks, flagged_intervals
 
 NS = "ml"
 NODE = "gpu-node-0"

@@ -5,19 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dashboard.domain.lifecycle import (
-    FAILED,
-    OK,
-    PENDING,
-    UNKNOWN,
-    ClaimLifecycle,
-    claim_lifecycles,
-    related_events,
-    resolve_pod_claims,
-)
-from dashboard.domain.state import MemoryHistory
-from dashboard.domain.timeline import timeline
 from demo import builders as b
+from domain.boundaries.judgement import FAILED, OK, PENDING, UNKNOWN, ClaimLifecycle, related_events
+from domain.boundaries.lifecycle import claim_lifecycles
+from domain.cluster.pod_claims import resolve_pod_claims
+from domain.cluster.state import MemoryHistory
+from domain.verdicts.timeline import timeline
 
 NS = "ml"
 NODE = "worker-0"

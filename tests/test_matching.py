@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.cel import SelectorCompileError
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.matching import (
+from demo import builders as b
+from domain.allocator.cel import SelectorCompileError
+from domain.allocator.matching import (
     DeviceClassNotFound,
     Stage,
     claim_requests,
@@ -21,8 +21,8 @@ from dashboard.domain.matching import (
     simulate,
     tolerates,
 )
-from dashboard.domain.state import ClusterState, MemoryHistory
-from demo import builders as b
+from domain.cluster.state import ClusterState, MemoryHistory
+from domain.inventory.devices import Inventory
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 CREATED = datetime(2026, 10, 1, tzinfo=UTC)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.metrics import CollectionHealth, escape_label_value, render_metrics
-from dashboard.domain.state import MemoryHistory
 from demo import builders as b
+from domain.cluster.state import MemoryHistory
+from domain.reports.metrics import CollectionHealth, escape_label_value, render_metrics
 
 T0 = datetime(2026, 11, 20, 0, 0, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -262,8 +262,8 @@ def test_collection_health_families() -> None:
 
 @pytest.mark.django_db
 def test_collection_health_counts_failures_since_the_newest_usable_snapshot() -> None:
+    from collector.history_reader import collection_health
     from collector.models import Cluster, Snapshot
-    from dashboard.history import collection_health
 
     c = Cluster.objects.create(name="c1")
     for i, status in enumerate(["failed", "ok", "partial", "failed", "failed", "running"]):
@@ -275,9 +275,9 @@ def test_collection_health_counts_failures_since_the_newest_usable_snapshot() ->
 
 
 def test_pending_pods_agree_with_explain_on_the_demo_story() -> None:
-    from dashboard.domain.lifecycle import is_terminal
-    from dashboard.domain.verdicts import explain
     from demo.story import DEMO_BASE, demo_snapshots
+    from domain.boundaries.judgement import is_terminal
+    from domain.verdicts.explain import explain
 
     history = MemoryHistory(demo_snapshots(DEMO_BASE))
     expected: dict[str, float] = {}
@@ -308,7 +308,7 @@ def test_inventory_age_of_a_pool_follows_its_newest_slice() -> None:
 
 def test_the_layer_finds_every_preparation_failure_reason_by_its_mark() -> None:
     # /metrics asks the database for the live Events containing the mark instead of decoding every one.
-    from dashboard.domain.boundaries import PREPARE_FAILURE_REASONS
     from derived.reports import PREPARE_FAILURE_MARK
+    from domain.boundaries.judgement import PREPARE_FAILURE_REASONS
 
     assert all(PREPARE_FAILURE_MARK in reason for reason in PREPARE_FAILURE_REASONS)

@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from derived.documents import unpack
-from derived.event_subjects import subject_digest
+from derived.event_lookups import subject_digest
 from derived.models import EventSubject, PodExplanation
 from tests.clusters import T0
 

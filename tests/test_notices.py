@@ -19,12 +19,18 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from collector.celery import beat_schedule
+from access.models import NamespaceGrant
+from claimline.celery import beat_schedule
+from claimline.scheduler import collect_all
+from collector.history_reader import StoredHistory
 from collector.models import Cluster, Snapshot
-from collector.scheduler import collect_all
-from dashboard.config import ClusterSource
-from dashboard.domain.capacity import weekly_review
-from dashboard.domain.notices import (
+from collector.sources import ClusterSource
+from demo import builders as b
+from demo.story import DEMO_BASE, LLM_FINETUNE, PRETRAIN, REPORT_CLAIM, demo_snapshots, demo_stages
+from derived.thresholds import leak_thresholds
+from domain.cluster.state import MemoryHistory
+from domain.reports.capacity import weekly_review
+from domain.reports.notices import (
     COLLECTION_FAILING,
     NODE_PREPARATION,
     Run,
@@ -32,12 +38,6 @@ from dashboard.domain.notices import (
     node_preparation_subjects,
     pending_pod_subjects,
 )
-from dashboard.domain.state import MemoryHistory
-from dashboard.history import StoredHistory
-from dashboard.models import NamespaceGrant
-from dashboard.reading import leak_thresholds
-from demo import builders as b
-from demo.story import DEMO_BASE, LLM_FINETUNE, PRETRAIN, REPORT_CLAIM, demo_snapshots, demo_stages
 from notify import delivery, detection
 from notify.models import Delivery, Notice, Receiver, Scan
 from notify.tasks import deliver

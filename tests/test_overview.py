@@ -9,15 +9,15 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client, override_settings
 
-from dashboard.config import parse_clusters
-from dashboard.domain.capacity import weekly_review
-from dashboard.domain.leaks import Thresholds, find_leaks
-from dashboard.domain.overview import across_clusters, overview
-from dashboard.domain.redaction import Redactor, Scope
-from dashboard.domain.state import MemoryHistory
-from dashboard.domain.verdicts import explain
-from dashboard.models import NamespaceGrant
+from access.models import NamespaceGrant
+from collector.sources import parse_clusters
 from demo.story import DEMO_BASE, demo_snapshots
+from domain.cluster.state import MemoryHistory
+from domain.reports.capacity import weekly_review
+from domain.reports.leaks import Thresholds, find_leaks
+from domain.reports.overview import across_clusters, overview
+from domain.reports.redaction import Redactor, Scope
+from domain.verdicts.explain import explain
 from tests.story_counts import TEAM, devices_by_model, report_gpu_hours, stuck_pods
 
 ADMIN = Redactor(Scope(admin=True), ())

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.matching import Stage, simulate
-from dashboard.domain.sharing import Ledger, counter_sets, held_fraction
-from dashboard.domain.state import ClusterState, MemoryHistory
 from demo import builders as b
+from domain.allocator.matching import Stage, simulate
+from domain.cluster.state import ClusterState, MemoryHistory
+from domain.inventory.devices import Inventory
+from domain.inventory.sharing import Ledger, counter_sets, held_fraction
 from tests.snapshot_cli import AT, cli_json, explain_verdict, import_objects
 
 CREATED = datetime(2026, 10, 1, tzinfo=UTC)

@@ -12,15 +12,15 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from collector.history_reader import StoredHistory
 from collector.models import Cluster, Snapshot
-from dashboard.domain.capacity import WEEK, week_containing, weekly_review
-from dashboard.domain.leaks import Thresholds
-from dashboard.domain.timefmt import rfc3339
-from dashboard.history import StoredHistory
-from dashboard.reading import leak_thresholds
 from demo import builders as b
 from derived.models import DOMAIN_VERSION, DerivedSnapshot, ReviewDocument
 from derived.review import review_read
+from derived.thresholds import leak_thresholds
+from domain.cluster.timefmt import rfc3339
+from domain.reports.capacity import WEEK, week_containing, weekly_review
+from domain.reports.leaks import Thresholds
 from tests.clusters import T0, small_cluster
 from tests.derived_checks import assert_review_matches_derivation
 

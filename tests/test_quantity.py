@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from dashboard.domain.quantity import (
+from domain.cluster.quantity import (
     BINARY_SI,
     DECIMAL_EXPONENT,
     DECIMAL_SI,

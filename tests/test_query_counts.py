@@ -18,8 +18,8 @@ from django.core.management import call_command
 from django.db.models import Count
 from django.test import Client
 
+from access.models import NamespaceGrant
 from collector.models import ObjectVersion
-from dashboard.models import NamespaceGrant
 from demo import builders as b
 from demo.synthetic import SYNTHETIC_BASE, generation_time, synthetic_cluster
 from derived.documents import _DICTIONARIES

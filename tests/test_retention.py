@@ -15,19 +15,20 @@ from django.db.models import Q
 from django.test import override_settings
 from django.utils import timezone
 
-from collector import history
-from collector.celery import app, beat_schedule
+from claimline.celery import app, beat_schedule
+from claimline.pipeline import prune_cluster
+from claimline.tasks import prune_history as prune_task
+from collector import history_writer as history
+from collector.history_reader import NoSnapshot, StoredHistory
 from collector.kinds import KINDS
 from collector.models import Cluster, ObjectVersion, Snapshot
-from collector.retention import PruneResult, prune_history
-from collector.tasks import prune_history as prune_task
-from dashboard.config import ClusterSource
-from dashboard.domain.audit import audit
-from dashboard.domain.leaks import find_leaks
-from dashboard.domain.verdicts import explain
-from dashboard.history import NoSnapshot, StoredHistory
+from collector.retention import PruneResult
+from collector.sources import ClusterSource
 from demo import builders as b
 from demo.story import STAGE_SPACING, stage_times
+from domain.reports.audit import audit
+from domain.reports.leaks import find_leaks
+from domain.verdicts.explain import explain
 from tests.clusters import T0, small_cluster
 
 pytestmark = pytest.mark.django_db
@@ -82,7 +83,7 @@ def test_as_of_queries_at_or_after_the_cutoff_answer_as_before(demo_history: dat
     chains_before = chains(cluster, probes[-1])
     versions_before, snapshots_before = ObjectVersion.objects.count(), Snapshot.objects.count()
 
-    result = prune_history(cluster, cutoff)
+    result = prune_cluster(cluster, cutoff)
 
     for t in probes:
         assert observe(cluster, t, since=cutoff) == before[t], t
@@ -131,7 +132,7 @@ def test_diagnoses_after_the_cutoff_are_unchanged(demo_history: datetime, stage:
     cutoff = times[stage] - timedelta(minutes=1)
     probes = [*times[stage:], times[-1] + timedelta(days=1)]
     before = {t: diagnoses(cluster, t) for t in probes}
-    prune_history(cluster, cutoff)
+    prune_cluster(cluster, cutoff)
     for t in probes:
         assert diagnoses(cluster, t) == before[t], t
 
@@ -141,14 +142,14 @@ def test_a_leaked_claims_gone_consumer_keeps_its_last_state(demo_history: dateti
     times = stage_times(demo_history)
     pod = ObjectVersion.objects.filter(kind="Pod", name__startswith="nightly-report-")
     assert [v.deleted for v in pod.order_by("valid_from")] == [False, False, True]
-    prune_history(cluster, times[4])
+    prune_cluster(cluster, times[4])
     # Its first version goes; the Succeeded one and the deletion stay while report-gpu names the Pod.
     kept = list(pod.order_by("valid_from"))
     assert [(v.valid_from, v.deleted) for v in kept] == [(times[1], False), (times[2], True)]
     assert orjson.loads(kept[0].content)["status"]["phase"] == "Succeeded"
     # Once no kept claim names it, it goes like any other gone object.
     ObjectVersion.objects.filter(kind="ResourceClaim", name="report-gpu").delete()
-    prune_history(cluster, times[4])
+    prune_cluster(cluster, times[4])
     assert not pod.exists()
 
 
@@ -166,7 +167,7 @@ def test_the_snapshot_a_query_at_the_cutoff_resolves_to_is_kept(tmp_path: Path) 
     cutoff = T0 + timedelta(hours=2, minutes=30)
     before = observe(cluster, cutoff, since=cutoff)
 
-    result = prune_history(cluster, cutoff)
+    result = prune_cluster(cluster, cutoff)
 
     assert observe(cluster, cutoff, since=cutoff) == before
     assert before["as_of"] == T0 + timedelta(hours=1)
@@ -185,7 +186,7 @@ def test_running_snapshots_are_left_for_the_next_collection_to_close(tmp_path: P
     import_stage(tmp_path, small_cluster(), T0 + timedelta(hours=2))
     assert Snapshot.objects.filter(status="failed").count() == 1  # the import closed it
     Snapshot.objects.create(cluster=cluster, at=T0 + timedelta(hours=3), started=T0, source="running")
-    prune_history(cluster, T0 + timedelta(days=1))
+    prune_cluster(cluster, T0 + timedelta(days=1))
     assert set(Snapshot.objects.values_list("status", flat=True)) == {"ok", "running"}
 
 
@@ -193,7 +194,7 @@ def test_a_collection_after_pruning_continues_the_same_history(demo_history: dat
     from demo.story import demo_snapshots
 
     cluster = Cluster.objects.get(name="demo")
-    prune_history(cluster, demo_history)
+    prune_cluster(cluster, demo_history)
     _, last = demo_snapshots(demo_history)[-1]
     import_stage(tmp_path, last, demo_history + timedelta(minutes=10))
     latest = Snapshot.objects.order_by("-at").first()
@@ -205,14 +206,14 @@ def test_dry_run_counts_what_a_run_deletes(demo_history: datetime) -> None:
     cluster = Cluster.objects.get(name="demo")
     cutoff = stage_times(demo_history)[3]
     counts = (ObjectVersion.objects.count(), Snapshot.objects.count())
-    planned = prune_history(cluster, cutoff, dry_run=True)
+    planned = prune_cluster(cluster, cutoff, dry_run=True)
     assert (ObjectVersion.objects.count(), Snapshot.objects.count()) == counts
-    done = prune_history(cluster, cutoff, batch=7)  # small batches: several transactions
+    done = prune_cluster(cluster, cutoff, batch=7)  # small batches: several transactions
     assert (planned.versions, planned.deletion_markers, planned.snapshots) == (
         done.versions, done.deletion_markers, done.snapshots
     )
     assert planned.dry_run and not done.dry_run
-    again = prune_history(cluster, cutoff)
+    again = prune_cluster(cluster, cutoff)
     assert (again.versions, again.deletion_markers, again.snapshots) == (0, 0, 0)
 
 
@@ -227,13 +228,13 @@ def test_only_the_named_cluster_is_pruned(demo_history: datetime, tmp_path: Path
         at = (demo_history - timedelta(days=1) + timedelta(hours=hours)).isoformat()
         call_command("import-snapshot", str(dump), "--at", at, "--cluster", "other", stdout=StringIO())
     other = ObjectVersion.objects.filter(cluster__name="other").count()
-    prune_history(Cluster.objects.get(name="demo"), demo_history)
+    prune_cluster(Cluster.objects.get(name="demo"), demo_history)
     assert ObjectVersion.objects.filter(cluster__name="other").count() == other
 
 
 def test_naive_cutoff_is_refused(demo_history: datetime) -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        prune_history(Cluster.objects.get(name="demo"), demo_history.replace(tzinfo=None))
+        prune_cluster(Cluster.objects.get(name="demo"), demo_history.replace(tzinfo=None))
 
 
 # --- the command, the task and the schedule ---------------------------------------------------------

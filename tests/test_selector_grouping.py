@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dashboard.domain.cel import Device, SelectorEvaluationError, compile_selector
-from dashboard.domain.device_checks import (
+from domain.allocator.cel import Device, SelectorEvaluationError, compile_selector
+from domain.allocator.device_checks import (
     CLASS_FALSE,
     ERROR,
     MATCH,
@@ -23,8 +23,8 @@ from dashboard.domain.device_checks import (
     Verdict,
     _projectable,
 )
-from dashboard.domain.device_projection import outline
-from dashboard.domain.inventory import AdvertisedDevice, Reach
+from domain.allocator.device_projection import outline
+from domain.inventory.devices import AdvertisedDevice, Reach
 
 DRIVER = "gpu.nvidia.com"
 GPU = f"device.attributes['{DRIVER}']"

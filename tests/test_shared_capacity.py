@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.inventory import AdvertisedDevice, Inventory, Reach
-from dashboard.domain.matching import match_devices, simulate
-from dashboard.domain.quantity import Quantity
-from dashboard.domain.sharing import Unfit, held_fraction, round_request, share_of
-from dashboard.domain.state import ClusterState, MemoryHistory
 from demo import builders as b
+from domain.allocator.matching import match_devices, simulate
+from domain.cluster.quantity import Quantity
+from domain.cluster.state import ClusterState, MemoryHistory
+from domain.inventory.devices import AdvertisedDevice, Inventory, Reach
+from domain.inventory.sharing import Unfit, held_fraction, round_request, share_of
 from tests.snapshot_cli import AT, explain_verdict
 
 CREATED = datetime(2026, 10, 1, tzinfo=UTC)

@@ -8,13 +8,13 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
-from dashboard.domain.state import MemoryHistory
-from dashboard.models import NamespaceGrant
+from access.models import NamespaceGrant
 from demo import builders as b
 from demo import story_sharing as shared
 from demo.story import DEMO_BASE, demo_snapshots
+from domain.cluster.state import MemoryHistory
+from domain.inventory.devices import Inventory
+from domain.inventory.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 
 GPU = b.GPU_DRIVER
 NODE = shared.MIG_NODE

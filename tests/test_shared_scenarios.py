@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.verdicts import explain
+from domain.verdicts.explain import explain
 from tests.scenarios import SCENARIOS, expected, load
 
 pytestmark = pytest.mark.skipif(not SCENARIOS.is_dir(), reason=f"{SCENARIOS} is absent")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.domain.leaks import find_leaks
+from domain.reports.leaks import find_leaks
 from tests.scenarios import SCENARIOS, expected, load
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from dashboard.domain.inventory import Inventory
-from dashboard.domain.matching import Simulation, simulate
-from dashboard.domain.shared_simulations import simulate_pod
-from dashboard.domain.state import ClusterState, MemoryHistory
 from demo import builders as b
+from domain.allocator.matching import Simulation, simulate
+from domain.allocator.shared_simulations import simulate_pod
+from domain.cluster.state import ClusterState, MemoryHistory
+from domain.inventory.devices import Inventory
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
 CREATED = datetime(2026, 10, 1, tzinfo=UTC)
@@ -119,7 +119,7 @@ def test_a_new_inventory_simulates_again() -> None:
 
 
 def test_past_the_kept_asks_the_oldest_is_simulated_again(monkeypatch: Any) -> None:
-    from dashboard.domain import shared_simulations
+    from domain.allocator import shared_simulations
 
     monkeypatch.setattr(shared_simulations, "_KEPT", 1)
     one = [b.claim(NS, f"one-{i}", [b.request(count=1)], CREATED) for i in range(2)]

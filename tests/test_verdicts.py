@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from dashboard.domain.state import MemoryHistory
-from dashboard.domain.verdicts import PodNotFound, explain
 from demo import builders as b
 from demo.story import DEMO_BASE, DEMO_EXPECTATIONS, demo_snapshots, stage_times
+from domain.cluster.state import MemoryHistory
+from domain.verdicts.explain import PodNotFound, explain
 
 NS = "ml"
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -562,9 +562,9 @@ def test_demo_story_earlier_stages() -> None:
 def test_a_deleted_incarnation_is_judged_against_the_cluster_it_lived_in() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from dashboard.domain.state import MemoryHistory
-    from dashboard.domain.verdicts import explain
     from demo import builders as bb
+    from domain.cluster.state import MemoryHistory
+    from domain.verdicts.explain import explain
 
     t0 = datetime(2026, 11, 20, 12, tzinfo=UTC)
     base = [bb.device_class(), bb.node("n0", t0 - timedelta(days=9)),

@@ -69,7 +69,7 @@ def test_unknown_claim_and_cluster_are_404(admin_client: Client, history: list[d
 
 
 def test_empty_cluster_says_how_to_collect(admin_client: Client) -> None:
-    from collector.history import get_cluster
+    from collector.history_writer import get_cluster
 
     get_cluster("demo")
     assert "collect --once" in admin_client.get("/c/demo/claims").content.decode()

@@ -28,9 +28,9 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 @contextmanager
 def celery_worker(env: dict[str, str], *args: str) -> Iterator[subprocess.Popen[str]]:
-    """``celery -A collector worker --pool solo`` plus ``args``; stopped (SIGTERM, then kill) on exit."""
+    """``celery -A claimline worker --pool solo`` plus ``args``; stopped (SIGTERM, then kill) on exit."""
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "collector", "worker", "--pool", "solo", "--loglevel", "INFO", *args],
+        [sys.executable, "-m", "celery", "-A", "claimline", "worker", "--pool", "solo", "--loglevel", "INFO", *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:

@@ -4,7 +4,7 @@ import orjson
 from django.core.management.base import BaseCommand, CommandParser
 
 from collector.models import Snapshot
-from collector.reports import snapshots_document
+from collector.snapshot_runs import snapshots_document
 
 
 class Command(BaseCommand):

@@ -5,8 +5,8 @@ from typing import Any
 import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.history import StoredHistory
-from dashboard.reading import ReadError, open_history
+from collector.history_reader import StoredHistory
+from collector.recent_history import ReadError, open_history
 
 
 def as_json(document: Any) -> str:

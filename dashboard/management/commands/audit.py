@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.domain.audit import audit
 from dashboard.management.commands._output import HistoryCommand
+from domain.reports.audit import audit
 
 
 class Command(HistoryCommand):

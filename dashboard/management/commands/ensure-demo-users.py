@@ -5,7 +5,7 @@ from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from dashboard.models import NamespaceGrant
+from access.models import NamespaceGrant
 
 DEMO_PASSWORD = "claimline-demo"  # noqa: S105 - the local demo's documented password
 

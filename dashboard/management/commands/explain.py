@@ -4,10 +4,10 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from dashboard.domain.boundaries import BOUNDARIES
-from dashboard.domain.verdicts import PodNotFound
 from dashboard.management.commands._output import HistoryCommand
 from derived.reading import explain_read
+from domain.boundaries.judgement import BOUNDARIES
+from domain.verdicts.explain import PodNotFound
 
 
 class Command(HistoryCommand):

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dashboard.domain.leaks import find_leaks
 from dashboard.management.commands._output import HistoryCommand
-from dashboard.reading import leak_thresholds
+from derived.thresholds import leak_thresholds
+from domain.reports.leaks import find_leaks
 
 
 class Command(HistoryCommand):

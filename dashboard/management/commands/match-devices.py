@@ -4,9 +4,9 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from dashboard.domain.cel import SelectorCompileError
-from dashboard.domain.matching import match_devices
 from dashboard.management.commands._output import HistoryCommand
+from domain.allocator.cel import SelectorCompileError
+from domain.allocator.matching import match_devices
 
 
 class Command(HistoryCommand):

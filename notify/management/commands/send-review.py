@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.domain.capacity import week_containing
-from notify.review import send_reviews
+from domain.reports.capacity import week_containing
+from notify.review_mail import send_reviews
 
 
 class Command(BaseCommand):

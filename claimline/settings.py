@@ -1,0 +1,222 @@
+"""Django settings, all read from the environment (see README.md, "Configuration")."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from claimline.config import env_bool, env_float, env_int, env_list, secret_key
+from collector.sources import parse_clusters
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("CLAIMLINE_VAR_DIR", BASE_DIR / "var"))
+
+DEBUG = env_bool("DJANGO_DEBUG", default=False)
+SECRET_KEY = secret_key(os.environ, DEBUG, VAR_DIR / "secret_key")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+
+try:
+    DATABASES = {
+        "default": dj_database_url.parse(
+            os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'claimline.sqlite3'}",
+            conn_max_age=60,
+        )
+    }
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+if not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"REDIS_URL must be a redis:// URL, got {REDIS_URL!r}")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "collector",
+    "access",
+    "dashboard",
+    "derived",
+    "notify",
+    "claimline",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "dashboard.middleware.TrustedProxyHeaderMiddleware",
+    "dashboard.middleware.SignInRequiredMiddleware",
+    "dashboard.middleware.ContentSecurityPolicyMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "claimline.urls"
+WSGI_APPLICATION = "claimline.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+import plotly  # noqa: E402 - its bundled plotly.min.js is served as a static file
+
+STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(plotly.__file__).parent / "package_data")]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+WHITENOISE_USE_FINDERS = True
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+# Production (DJANGO_DEBUG=false) assumes HTTPS, usually terminated by a proxy that sets X-Forwarded-Proto.
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_SSL_REDIRECT = not DEBUG
+# Probes and Prometheus talk plain HTTP to the Pod inside the cluster (deploy/); /metrics still needs its token.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_HSTS_SECONDS = 0 if DEBUG else env_int("CLAIMLINE_HSTS_SECONDS", 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = not DEBUG
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "claimline": {"handlers": ["console"], "level": os.environ.get("CLAIMLINE_LOG_LEVEL", "INFO")},
+    },
+}
+
+# --- Claimline's own settings -------------------------------------------------
+# Members of this group (and superusers) are platform admins: every namespace, opaque device config.
+CLAIMLINE_ADMIN_GROUP = os.environ.get("CLAIMLINE_ADMIN_GROUP", "platform-admins")
+# Sign-in by an SSO/OIDC proxy's header (e.g. X-Forwarded-User); off unless set.
+CLAIMLINE_TRUSTED_USER_HEADER = os.environ.get("CLAIMLINE_TRUSTED_USER_HEADER", "")
+CLAIMLINE_TRUSTED_GROUPS_HEADER = os.environ.get("CLAIMLINE_TRUSTED_GROUPS_HEADER", "")
+CLAIMLINE_TRUSTED_PROXIES = env_list("CLAIMLINE_TRUSTED_PROXIES", ["127.0.0.1", "::1"])
+# Prometheus scrapes /metrics with "Authorization: Bearer <token>"; empty: only signed-in admins.
+CLAIMLINE_METRICS_TOKEN = os.environ.get("CLAIMLINE_METRICS_TOKEN", "")
+# Plotly sets inline styles on its SVG; no script runs inline.
+CLAIMLINE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+    "form-action 'self'"
+)
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+if CLAIMLINE_TRUSTED_USER_HEADER:
+    AUTHENTICATION_BACKENDS.insert(0, "django.contrib.auth.backends.RemoteUserBackend")
+CLAIMLINE_KUBECONFIG = os.environ.get("CLAIMLINE_KUBECONFIG") or None
+CLAIMLINE_CLUSTERS = parse_clusters(os.environ.get("CLAIMLINE_CLUSTERS", "demo=demo"), CLAIMLINE_KUBECONFIG)
+CLAIMLINE_COLLECT_INTERVAL = env_int("CLAIMLINE_COLLECT_INTERVAL", 30, minimum=1)
+CLAIMLINE_PAGE_SIZE = env_int("CLAIMLINE_PAGE_SIZE", 500, minimum=1)
+CLAIMLINE_REQUEST_TIMEOUT = env_float("CLAIMLINE_REQUEST_TIMEOUT", 30.0, minimum=0.1)
+CLAIMLINE_MAX_RETRIES = env_int("CLAIMLINE_MAX_RETRIES", 3, minimum=0)
+# How many recently read snapshots each web process keeps loaded (0: none).
+CLAIMLINE_HISTORY_CACHE = env_int("CLAIMLINE_HISTORY_CACHE", 2, minimum=0)
+# in-process: `manage.py serve` runs collections in a thread (the embedded default);
+# celery: beat schedules them and the web process only reads.
+CLAIMLINE_SCHEDULER = os.environ.get("CLAIMLINE_SCHEDULER", "in-process")
+if CLAIMLINE_SCHEDULER not in ("in-process", "celery"):
+    raise ImproperlyConfigured(f"CLAIMLINE_SCHEDULER must be 'in-process' or 'celery', got {CLAIMLINE_SCHEDULER!r}")
+
+# Leak thresholds, in seconds (DESIGN.md defaults).
+CLAIMLINE_ORPHANED_AFTER = env_int("CLAIMLINE_ORPHANED_AFTER", 15 * 60)
+CLAIMLINE_STUCK_DELETION_AFTER = env_int("CLAIMLINE_STUCK_DELETION_AFTER", 15 * 60)
+CLAIMLINE_UNRESERVED_AFTER = env_int("CLAIMLINE_UNRESERVED_AFTER", 60 * 60)
+CLAIMLINE_FAILING_POD_AFTER = env_int("CLAIMLINE_FAILING_POD_AFTER", 6 * 60 * 60)
+
+# Celery (see collector/celery.py).
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CLAIMLINE_COLLECT_LOCK_TIMEOUT = env_int("CLAIMLINE_COLLECT_LOCK_TIMEOUT", 600, minimum=1)
+CLAIMLINE_RETENTION_DAYS = env_int("CLAIMLINE_RETENTION_DAYS", 90, minimum=1)
+# Derive every stored snapshot's Pod explanations right after it is written (the derived
+# layer pages read); off, pages derive on every read as before.
+CLAIMLINE_DERIVE = env_bool("CLAIMLINE_DERIVE", True)
+# After a snapshot that changed nothing, /metrics is rendered again only once the stored text is
+# this old (seconds): what moves with time alone there (inventory ages, leak hours) moves slowly,
+# and rendering costs seconds at thousands of nodes. Its claimline_as_of_timestamp_seconds says
+# which snapshot it describes; keep this well under the staleness alert's 600 s.
+CLAIMLINE_METRICS_REFRESH = env_int("CLAIMLINE_METRICS_REFRESH", 120, minimum=0)
+# The current week's stored review is rendered at most this often, and stands meanwhile even after
+# changes: a week's figures move little in minutes, and at thousands of nodes a rendering costs seconds.
+CLAIMLINE_REVIEW_REFRESH = env_int("CLAIMLINE_REVIEW_REFRESH", 600, minimum=0)
+
+# Notices (notify/, README.md "Notifications"): the platform's receivers get every notice;
+# teams' receivers are edited in the admin.
+CLAIMLINE_NOTIFY_WEBHOOK_URL = os.environ.get("CLAIMLINE_NOTIFY_WEBHOOK_URL", "")
+CLAIMLINE_NOTIFY_WEBHOOK_FORMAT = os.environ.get("CLAIMLINE_NOTIFY_WEBHOOK_FORMAT", "json")
+if CLAIMLINE_NOTIFY_WEBHOOK_FORMAT not in ("json", "slack"):
+    raise ImproperlyConfigured(
+        f"CLAIMLINE_NOTIFY_WEBHOOK_FORMAT must be 'json' or 'slack', got {CLAIMLINE_NOTIFY_WEBHOOK_FORMAT!r}"
+    )
+CLAIMLINE_NOTIFY_EMAILS = env_list("CLAIMLINE_NOTIFY_EMAILS", [])
+CLAIMLINE_NOTIFY_PENDING_AFTER = env_int("CLAIMLINE_NOTIFY_PENDING_AFTER", 30 * 60)
+CLAIMLINE_NOTIFY_FAILED_COLLECTIONS = env_int("CLAIMLINE_NOTIFY_FAILED_COLLECTIONS", 3, minimum=1)
+# A collection that changed nothing is scanned anyway once the last scan is this old (seconds):
+# thresholds are crossed by time passing alone.
+CLAIMLINE_NOTIFY_RESCAN_AFTER = env_int("CLAIMLINE_NOTIFY_RESCAN_AFTER", 10 * 60)
+CLAIMLINE_NOTIFY_TIMEOUT = env_float("CLAIMLINE_NOTIFY_TIMEOUT", 10.0, minimum=0.1)
+CLAIMLINE_NOTIFY_MAX_ATTEMPTS = env_int("CLAIMLINE_NOTIFY_MAX_ATTEMPTS", 6, minimum=1)
+# Links in notices and e-mails are absolute when this is set (e.g. https://claimline.example.com).
+CLAIMLINE_PUBLIC_URL = os.environ.get("CLAIMLINE_PUBLIC_URL", "").rstrip("/")
+CLAIMLINE_REVIEW_EMAILS = env_list("CLAIMLINE_REVIEW_EMAILS", [])
+
+# E-mail (notices and the weekly review): Django's settings, from the environment.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", default=False)
+# A mail server that accepts connections but never answers must not hold a worker forever.
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", 10.0, minimum=0.1)
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "claimline@localhost")

@@ -1,0 +1,49 @@
+"""Celery tasks of the pipeline: thin shells over ``claimline.pipeline`` (collect, derive, prune).
+
+Their names keep the ``collector.tasks.`` prefix they were queued and scheduled under before the
+pipeline moved here, so messages already queued and beat entries still route."""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from claimline.pipeline import prune_cluster, run_collection
+from collector import retention
+from collector.locks import collection_lock
+from collector.models import Cluster
+from notify.tasks import enqueue_scan
+
+log = logging.getLogger("claimline.collector")
+
+
+@shared_task(name="collector.tasks.collect_cluster", ignore_result=True)
+def collect_cluster(name: str) -> str:
+    lock = collection_lock(name)
+    if not lock.acquire(blocking=False):
+        log.info("collection of %s skipped: the previous one is still running", name)
+        return "skipped"
+    try:
+        snapshot = run_collection(name, timezone.now(), timezone.now)
+        enqueue_scan(snapshot)  # notices: a task of their own, so they never hold up collection
+        return snapshot.status
+    finally:
+        try:
+            lock.release()
+        except redis.exceptions.LockError:
+            log.warning("collection lock of %s expired before the run ended", name)
+
+
+@shared_task(name="collector.tasks.prune_history", ignore_result=True)
+def prune_history() -> list[str]:
+    """Drop every stored cluster's history older than CLAIMLINE_RETENTION_DAYS.
+
+    No lock: a collection only writes rows that start now, each batch re-checks
+    the rule before deleting, and a second prune running at once finds nothing left.
+    """
+    cutoff = retention.cutoff_for(timezone.now(), settings.CLAIMLINE_RETENTION_DAYS)
+    return [prune_cluster(cluster, cutoff).describe() for cluster in Cluster.objects.order_by("name")]

@@ -1,0 +1,800 @@
+"""The allocation simulator: which advertised devices a claim's requests could get, and why not.
+
+It follows what the scheduler's structured allocator checks, in its order: the
+DeviceClass selectors and the request selectors (CEL), then that enough matching
+devices are reachable from one node, then that they are free (not allocated to
+another claim, their shared counters and consumable capacity not taken by other
+allocations), then that their taints are tolerated, and finally that a
+combination of them satisfies the claim's constraints and goes together on
+counters and capacity. Every device gets its own outcome, so a verdict can say
+why each one was passed over.
+
+Not modelled: node-level scheduling (CPU, node taints), and the search across
+the claims of one Pod (each claim's devices are chosen after the previous claim's).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from functools import cached_property
+from typing import Any
+
+from domain.allocator.cel import compile_selector
+from domain.allocator.constraints import Constraint, Picked, applying, claim_constraints, conflict_sentence
+from domain.allocator.device_checks import (
+    CLASS_FALSE,
+    ERROR,
+    MATCH,
+    SELECTOR_FALSE,
+    DeviceCheck,
+    SelectorCache,
+    fail_phrases,
+    summarize_checks,
+)
+from domain.allocator.device_checks import selector_cache as selector_cache
+from domain.allocator.device_checks import selector_references as selector_references
+from domain.allocator.picking import BUDGET, Choice, search
+from domain.cluster.asks import ClaimRequest, DeviceAsk, class_selectors, taint_label
+from domain.cluster.asks import DeviceClassNotFound as DeviceClassNotFound
+from domain.cluster.asks import claim_requests as claim_requests
+from domain.cluster.asks import class_drivers as class_drivers
+from domain.cluster.asks import find_class as find_class
+from domain.cluster.asks import tolerates as tolerates
+from domain.cluster.state import ClusterState, Object, ns_name, uid_of
+from domain.inventory.devices import (
+    BLOCKING_EFFECTS,
+    AdvertisedDevice,
+    DeviceId,
+    Inventory,
+    NodeInfo,
+)
+from domain.inventory.sharing import (
+    Amounts,
+    Sharing,
+    Shortage,
+    Unfit,
+    Usage,
+    device_counters,
+    ledger_of,
+    share_of,
+    short_name,
+)
+
+__all__ = ["SelectorCache", "selector_cache", "selector_references"]
+
+
+# --- match-devices ---------------------------------------------------------------------------------
+
+
+def blocking_taints(device: AdvertisedDevice, tolerations: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Taints that keep the device from being allocated: effect None only informs."""
+    tols = list(tolerations)
+    return [
+        t for t in device.taints if t.get("effect") in BLOCKING_EFFECTS and not any(tolerates(tol, t) for tol in tols)
+    ]
+
+
+def match_devices(state: ClusterState, expression: str, class_name: str | None = None) -> dict[str, Any]:
+    """Which advertised devices ``expression`` matches (within ``class_name`` when given).
+
+    A bad expression raises SelectorCompileError; an unknown class DeviceClassNotFound.
+    """
+    compile_selector(expression)  # fail loudly before looking at any device
+    class_exprs: tuple[str, ...] = ()
+    if class_name:
+        device_class = find_class(state, class_name)
+        if device_class is None:
+            raise DeviceClassNotFound(f"DeviceClass {class_name} does not exist")
+        class_exprs = class_selectors(device_class)
+    inventory = Inventory.of(state)
+    cache = selector_cache(inventory)  # repeated asks over one state convert its devices once
+    verdicts = cache.verdicts(inventory.devices, class_exprs, (expression,))
+    held = inventory.holders
+    sharing: Sharing | None = None  # the ledger only when a matching device takes counters or capacity
+    labels: dict[int, str] = {}  # by the holder's identity: a claim holds several devices
+    matched, errors, rejected = [], [], []
+    failed: list[DeviceCheck] = []
+    for device, verdict in zip(inventory.devices, verdicts, strict=True):
+        if verdict.outcome == MATCH:
+            node = device.reach.node_name
+            if node is None:
+                nodes = inventory.nodes_of(device)
+                node = nodes[0] if len(nodes) == 1 else None
+            entry: dict[str, Any] = {"driver": device.driver, "pool": device.pool, "device": device.name, "node": node}
+            holder = held.get((device.driver, device.pool, device.name))
+            shareable = device.shareable
+            if holder is not None and not shareable:
+                label = labels.get(id(holder))
+                if label is None:
+                    label = labels[id(holder)] = _claim_label(holder)
+                entry |= {"available": False, "unavailable": f"allocated to {label}"}
+            elif shareable or device.entry.get("consumesCounters"):  # what Ledger.of accounts for
+                sharing = sharing or Sharing(ledger_of(inventory))
+                shortage = sharing.unavailable(device)
+                if shortage is not None:
+                    entry |= {"available": False, "unavailable": shortage.availability()}
+            matched.append(entry)  # an available device's entry keeps the shape it always had
+        elif verdict.outcome == ERROR:
+            where = "class selector" if verdict.from_class else "expression"
+            errors.append({"device": device.label, "error": f"{where}: {verdict.error}"})
+        else:
+            failed.append(DeviceCheck(device, *verdict))
+            whose = f"DeviceClass {class_name} selector" if verdict.from_class else "expression"
+            rejected.append({"device": device.label, "why": f"the {whose} `{verdict.expression}` is false"})
+    return {
+        "total": len(inventory.devices),
+        "matched": matched,
+        "errors": errors,
+        "rejected": rejected,
+        "why_not": _why_not(failed),
+    }
+
+
+def class_matches(state: ClusterState) -> dict[str, dict[str, int]]:
+    """Per DeviceClass, how many advertised devices its selectors match, and fail to evaluate on, of
+    how many: the device classes page's counts (``match_devices`` with no expression of its own)."""
+    inventory = Inventory.of(state)
+    cache = selector_cache(inventory)
+    counts = {}
+    for device_class in state.of_kind("DeviceClass"):
+        name = str((device_class.get("metadata") or {}).get("name") or "")
+        # Counted from the verdicts alone: match_devices' entries name each device's holder.
+        outcomes = [v.outcome for v in cache.verdicts(inventory.devices, class_selectors(device_class), ("true",))]
+        counts[name] = {"matched": outcomes.count(MATCH), "errors": outcomes.count(ERROR), "total": len(outcomes)}
+    return dict(sorted(counts.items()))
+
+
+def _why_not(failed: list[DeviceCheck]) -> list[str]:
+    """One sentence per failing selector, grouped by the values it reads ("all 16 have memory 40Gi")."""
+    by_class = [c for c in failed if c.from_class]
+    by_request = [c for c in failed if not c.from_class]
+    return [
+        phrase
+        for whose, group in (("class", by_class), ("request", by_request))
+        if group
+        for phrase in fail_phrases(group, whose, len(group))
+    ]
+
+
+# --- the simulation --------------------------------------------------------------------------------
+
+
+class Stage(IntEnum):
+    """How far an ask gets on a node; the furthest stage over all nodes names the reason."""
+
+    NO_MATCH = 0
+    TOO_FEW = 1
+    IN_USE = 2
+    TAINTED = 3
+    FITS = 4
+
+
+STAGE_REASONS = {
+    Stage.NO_MATCH: "selector-unsatisfiable",
+    Stage.TOO_FEW: "insufficient-devices",
+    Stage.IN_USE: "devices-in-use",
+    Stage.TAINTED: "devices-tainted",
+}
+
+
+@dataclass
+class AskOnNode:
+    """One ask tried on one node, after earlier asks of the same Pod took their devices."""
+
+    ask: DeviceAsk  # one claim's own (claim_requests makes new ones per claim): told apart by identity
+    node: str
+    stage: Stage
+    needed: int
+    matching: list[AdvertisedDevice]  # match and reachable from the node, not taken by earlier asks
+    taken_by_siblings: int = 0
+    held: dict[DeviceId, Object] = field(default_factory=dict)
+    tainted: dict[DeviceId, list[Mapping[str, Any]]] = field(default_factory=dict)
+    picked: list[AdvertisedDevice] = field(default_factory=list)
+    incomplete_pools: list[str] = field(default_factory=list)
+    short: dict[DeviceId, Shortage] = field(default_factory=dict)  # counters or capacity taken by others
+    usable: list[AdvertisedDevice] = field(default_factory=list)  # free and tolerated: what picking chose from
+    conflict: Conflict | None = None  # usable devices enough, but no combination of them goes together
+
+    @property
+    def progress(self) -> int:
+        """How many devices got through the stage that failed (to rank nodes at the same stage)."""
+        if self.stage is Stage.IN_USE:
+            return len(self.matching) - len(self.held) - len(self.short)
+        if self.stage is Stage.TAINTED:
+            return len(self.matching) - len(self.held) - len(self.short) - len(self.tainted)
+        return len(self.matching)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Why the usable devices of an ask do not go together: a constraint, or shared counters/capacity."""
+
+    constraint: Constraint | None
+    earlier: tuple[Picked, ...] = ()  # devices the claim's previous requests took
+    exhausted: bool = False  # the search gave up before trying every combination
+
+
+@dataclass
+class NodeFit:
+    node: str
+    asks: list[AskOnNode]  # per request, the alternative chosen (or the one that got furthest)
+
+    @property
+    def stage(self) -> Stage:
+        return min((a.stage for a in self.asks), default=Stage.FITS)
+
+    @property
+    def failing(self) -> AskOnNode | None:
+        stage = self.stage
+        return next((a for a in self.asks if a.stage == stage), None) if stage < Stage.FITS else None
+
+    def score(self) -> tuple[int, int]:
+        failing = self.failing
+        return (int(self.stage), failing.progress if failing else 0)
+
+
+@dataclass
+class RequestAnalysis:
+    """A claim request's device checks, per alternative, independent of nodes."""
+
+    claim_uid: str
+    claim_name: str
+    request: ClaimRequest
+    classes: dict[str, Object | None]
+    checks: dict[str, list[DeviceCheck]]  # by ask name
+    constraints: tuple[Constraint, ...] = ()  # the claim's
+
+    _matched: dict[str, list[DeviceCheck]] = field(default_factory=dict, repr=False)
+    _unfit: dict[str, dict[DeviceId, Unfit]] = field(default_factory=dict, repr=False)
+    _shares: dict[tuple[str, DeviceId], Amounts | Unfit] = field(default_factory=dict, repr=False)
+    _by_node: dict[str, tuple[dict[str, list[AdvertisedDevice]], list[AdvertisedDevice]]] = field(
+        default_factory=dict, repr=False
+    )
+
+    def matches(self, ask: DeviceAsk) -> list[DeviceCheck]:
+        """Devices the selectors accept and whose capacity could ever give what the ask requests."""
+        found = self._matched.get(ask.name)
+        if found is None:
+            found = [c for c in self.checks[ask.name] if c.matched]
+            if ask.capacity:
+                unfit = self._unfit[ask.name] = {}
+                for check in found:
+                    share = self.share(ask, check.device)
+                    if isinstance(share, Unfit):
+                        unfit[check.device.id] = share
+                found = [c for c in found if c.device.id not in unfit]
+            self._matched[ask.name] = found
+        return found
+
+    def unfit(self, ask: DeviceAsk) -> dict[DeviceId, Unfit]:
+        self.matches(ask)
+        return self._unfit.get(ask.name, {})
+
+    def share(self, ask: DeviceAsk, device: AdvertisedDevice) -> Amounts | Unfit:
+        """What one allocation of the device for the ask consumes of its capacity."""
+        key = (ask.name, device.id)
+        share = self._shares.get(key)
+        if share is None:
+            share = self._shares[key] = share_of(device, ask.capacity_requests)
+        return share
+
+    def reachable_matches(self, ask: DeviceAsk, node: NodeInfo) -> list[AdvertisedDevice]:
+        """Matching devices usable from ``node``; node-local ones are indexed, as most devices are."""
+        index = self._by_node.get(ask.name)
+        if index is None:
+            local: dict[str, list[AdvertisedDevice]] = {}
+            elsewhere: list[AdvertisedDevice] = []
+            for check in self.matches(ask):
+                device = check.device
+                if device.node_name is not None:
+                    local.setdefault(device.node_name, []).append(device)
+                else:
+                    elsewhere.append(device)
+            index = self._by_node[ask.name] = (local, elsewhere)
+        local, elsewhere = index
+        return local.get(node.name, []) + [d for d in elsewhere if d.reachable_from(node)]
+
+
+@dataclass
+class Simulation:
+    requests: list[RequestAnalysis]
+    fits: list[NodeFit]
+    claim_names: list[str]
+    pinned: list[str] | None = None  # the only nodes the Pod could still go to
+
+    @cached_property  # read by the verdict, its message and its evidence
+    def best(self) -> NodeFit | None:
+        if not self.fits:
+            return None
+        # max() keeps the first of equals, and fits come in node-name order
+        return max(self.fits, key=lambda f: f.score())
+
+    @property
+    def reason(self) -> str | None:
+        best = self.best
+        if best is None:
+            return "insufficient-devices"
+        return STAGE_REASONS.get(best.stage)
+
+    @property
+    def fitting_node(self) -> NodeFit | None:
+        best = self.best
+        return best if best is not None and best.stage == Stage.FITS else None
+
+    def message(self) -> str:
+        """One sentence on why the claims cannot be allocated (or where they fit)."""
+        best = self.best
+        if best is None:
+            return "no node in the cluster could host the claims' devices"
+        failing = best.failing
+        if failing is None:
+            picked = ", ".join(d.label for a in best.asks for d in a.picked)
+            return f"the requests fit on {best.node} ({picked})"
+        analysis = self.analysis_for(failing)
+        subject = self._request_subject(analysis)
+        if best.stage == Stage.NO_MATCH:
+            return f"no device satisfies {subject}: {self._no_match_details(analysis)}"
+        if best.stage == Stage.TOO_FEW:
+            return self._too_few(subject, failing, analysis)
+        if best.stage == Stage.IN_USE:
+            return self._in_use(subject, failing)
+        return self._tainted(subject, failing)
+
+    def device_outcomes(self) -> list[dict[str, Any]]:
+        """Per device and ask, why it was (not) usable on the best node, as evidence entries."""
+        return list(self.iter_device_outcomes())
+
+    def iter_device_outcomes(self) -> Iterator[dict[str, Any]]:
+        """``device_outcomes`` one at a time: evidence wants only the first few of thousands."""
+        best = self.best
+        for analysis in self.requests:
+            for ask in analysis.request.alternatives:
+                on_node = next((a for a in best.asks if a.ask is ask), None) if best else None
+                for check in analysis.checks[ask.name]:
+                    yield _outcome_entry(analysis, ask, check, on_node)
+
+    # -- message parts --
+
+    def analysis_for(self, on_node: AskOnNode) -> RequestAnalysis:
+        """The claim request the ask on a node belongs to."""
+        for analysis in self.requests:
+            if any(on_node.ask is ask for ask in analysis.request.alternatives):
+                return analysis
+        raise LookupError(on_node.ask.name)
+
+    def _request_subject(self, analysis: RequestAnalysis) -> str:
+        subject = f"request {analysis.request.name}"
+        if len(self.claim_names) > 1:
+            subject += f" of claim {analysis.claim_name}"
+        return subject
+
+    def _no_match_details(self, analysis: RequestAnalysis) -> str:
+        parts = []
+        for ask in analysis.request.alternatives:
+            device_class = analysis.classes.get(ask.class_name)
+            summary = summarize_checks(analysis.checks[ask.name], ask.class_name, class_drivers(device_class))
+            unfit = list(analysis.unfit(ask).values())
+            if unfit:
+                first = unfit[0]
+                summary += (
+                    f", {len(unfit)} cannot give {short_name(first.capacity, first.device.driver)} "
+                    f"{first.requested} ({first.device.name} {first.why})"
+                )
+            if analysis.request.prioritized:
+                summary = f"subrequest {ask.name.split('/', 1)[-1]}: {summary}"
+            parts.append(summary)
+        return "; ".join(parts)
+
+    def _too_few(self, subject: str, failing: AskOnNode, analysis: RequestAnalysis) -> str:
+        ask = failing.ask
+        if failing.conflict is not None:
+            return _conflict_message(subject, failing, failing.conflict)
+        if failing.incomplete_pools:
+            pools = ", ".join(failing.incomplete_pools)
+            return (
+                f"{subject} asks for {ask.wants()} on {failing.node}, but pool {pools} is being updated "
+                "(not all of its slices are published)"
+            )
+        matching = analysis.matches(ask)
+        per_node = _per_node_counts(matching, self.fits, ask)
+        total = len(matching)
+        noun = "device matches" if total == 1 else "devices match"
+        if not per_node or max(per_node.values()) == 0:
+            where = sorted({d.device.reach.describe() for d in matching})
+            return (
+                f"{subject} needs {ask.wants()}: {total} {noun}, but none is reachable from a node "
+                f"of the cluster (they are advertised for {', '.join(where)})"
+            )
+        if failing.taken_by_siblings:
+            on_node = len(failing.matching) + failing.taken_by_siblings
+            pinned = " (its allocated claims pin it there)" if self.pinned else ""
+            return (
+                f"{subject} needs {ask.wants()} on one node, but the Pod's other requests already take "
+                f"{failing.taken_by_siblings} of the {on_node} matching devices on {failing.node}{pinned}, "
+                f"leaving {len(failing.matching)}"
+            )
+        ranked = sorted(per_node.items(), key=lambda kv: (-kv[1], kv[0]))
+        spread = ", ".join(f"{n}: {c}" for n, c in ranked[:4])
+        if len(ranked) > 4:
+            spread += f", {len(ranked) - 4} more nodes"
+        most = max(per_node.values())
+        if total < failing.needed:
+            return f"{subject} needs {ask.wants()} on one node, but only {total} {noun} in the cluster ({spread})"
+        return (
+            f"{subject} needs {ask.wants()} on one node: {total} {noun} in the cluster, "
+            f"but at most {most} are on one node ({spread})"
+        )
+
+    def _in_use(self, subject: str, failing: AskOnNode) -> str:
+        holders = Counter(_claim_label(c) for c in failing.held.values())
+        named = ", ".join(f"{name} ({n})" for name, n in sorted(holders.items(), key=lambda kv: (-kv[1], kv[0])))
+        parts = [f"{len(failing.held)} of them are allocated to other claims: {named}"] if failing.held else []
+        shortages = list(failing.short.values())
+        if shortages:
+            shown = "; ".join(s.sentence() for s in shortages[:2])
+            more = f"; {len(shortages) - 2} more likewise" if len(shortages) > 2 else ""
+            verb = "lacks" if len(shortages) == 1 else "lack"
+            lack = f"{len(shortages)} of them {verb} shared counters or capacity other claims hold"
+            parts.append(f"{lack}: {shown}{more}")
+        return (
+            f"{subject} needs {failing.ask.wants()} and {len(failing.matching)} match on {failing.node}, "
+            f"but {'; '.join(parts)}"
+        )
+
+    def _tainted(self, subject: str, failing: AskOnNode) -> str:
+        taints = Counter(taint_label(t) for ts in failing.tainted.values() for t in ts)
+        named = ", ".join(f"{name} ({n})" for name, n in sorted(taints.items(), key=lambda kv: (-kv[1], kv[0])))
+        free = len(failing.matching) - len(failing.held)
+        return (
+            f"{subject} needs {failing.ask.wants()} and {free} free matching devices are on {failing.node}, "
+            f"but {len(failing.tainted)} of them carry taints the request does not tolerate: {named}"
+        )
+
+
+def _conflict_message(subject: str, failing: AskOnNode, conflict: Conflict) -> str:
+    ask = failing.ask
+    if conflict.constraint is not None:
+        return conflict_sentence(
+            subject, ask.wants(), conflict.constraint, failing.node, failing.usable, conflict.earlier
+        )
+    sets = sorted({key[2] for d in failing.usable for key in device_counters(d)})
+    shared = [d.name for d in failing.usable if d.shareable]
+    head = f"{subject} needs {ask.wants()} on one node: {failing.node} has {len(failing.usable)} free"
+    if conflict.exhausted:
+        return f"{head}, but no {failing.needed} of them were found to go together within {BUDGET} tries"
+    what = f"counter set {', '.join(sets)}" if sets else f"the capacity of {', '.join(shared[:4])}"
+    return f"{head}, but no {failing.needed} of them fit {what} together"
+
+
+def _claim_label(claim: Object) -> str:
+    namespace, name = ns_name(claim)
+    return f"{namespace}/{name}"
+
+
+def _per_node_counts(matching: list[DeviceCheck], fits: list[NodeFit], ask: DeviceAsk) -> dict[str, int]:
+    counts = {}
+    for fit in fits:
+        on_node = next((a for a in fit.asks if a.ask is ask), None)
+        if on_node is not None:
+            counts[fit.node] = len(on_node.matching) + on_node.taken_by_siblings
+    return counts
+
+
+def _outcome_entry(
+    analysis: RequestAnalysis, ask: DeviceAsk, check: DeviceCheck, on_node: AskOnNode | None
+) -> dict[str, Any]:
+    device = check.device
+    entry: dict[str, Any] = {
+        "kind": "DeviceMatch",
+        "claim": analysis.claim_uid,
+        "request": ask.name,
+        "driver": device.driver,
+        "pool": device.pool,
+        "device": device.name,
+    }
+    if check.outcome == CLASS_FALSE:
+        entry.update(outcome="class-selector-false", selector=check.expression)
+    elif check.outcome == SELECTOR_FALSE:
+        entry.update(outcome="selector-false", selector=check.expression)
+    elif check.outcome == ERROR:
+        entry.update(outcome="evaluation-error", selector=check.expression, error=check.error)
+    elif device.id in analysis.unfit(ask):
+        unfit = analysis.unfit(ask)[device.id]
+        entry.update(outcome="capacity-unfit", capacity=unfit.capacity, requested=str(unfit.requested), why=unfit.why)
+    elif on_node is None:
+        entry.update(outcome="match")
+    elif device.id in on_node.held:
+        entry.update(outcome="held", holder=_claim_label(on_node.held[device.id]))
+    elif device.id in on_node.short:
+        entry.update(outcome="short", unavailable=on_node.short[device.id].sentence())
+    elif device.id in on_node.tainted:
+        entry.update(outcome="tainted", taints=[taint_label(t) for t in on_node.tainted[device.id]])
+    elif not any(d.id == device.id for d in on_node.matching):
+        entry.update(outcome="not-reachable", node=on_node.node)
+    elif any(d.id == device.id for d in on_node.picked):
+        entry.update(outcome="picked", node=on_node.node)
+    else:
+        entry.update(outcome="match")
+    return entry
+
+
+def _incomplete_pools(devices: list[AdvertisedDevice]) -> list[str]:
+    return sorted({d.pool for d in devices if not d.pool_complete})
+
+
+class _Placement:
+    """The Pod's requests placed one after the other on one node: what they took so far.
+
+    ``taken`` holds devices that cannot be given twice; ``usage`` what the picks
+    took of counter sets and shared capacity, on top of what other claims hold.
+    """
+
+    def __init__(self, inventory: Inventory, sharing: Sharing, node: NodeInfo, taken: set[DeviceId], own: set[str]):
+        self.inventory = inventory
+        self.sharing = sharing
+        self.node = node
+        self.taken = taken
+        self.own = own
+        self.usage = Usage()
+        self.claim_picks: list[Picked] = []  # the current claim's, for its constraints
+        self.plain = not sharing.ledger.accounted  # no partitions or shared devices at all: the common case
+
+    def try_ask(self, analysis: RequestAnalysis, ask: DeviceAsk, pick: bool = True) -> AskOnNode:
+        matches = analysis.reachable_matches(ask, self.node)
+        taken = self.taken
+        matching = [d for d in matches if d.id not in taken]
+        if self.usage and not ask.admin_access:
+            matching = [d for d in matching if not self._taken_by_pod(analysis, ask, d)]
+        result = AskOnNode(
+            ask, self.node.name, Stage.NO_MATCH, ask.count, matching, len(matches) - len(matching)
+        )
+        if not analysis.matches(ask):
+            return result
+        if ask.mode == "All":
+            result.needed = len(matching)
+            result.incomplete_pools = _incomplete_pools(matching)
+        if not matching or len(matching) < result.needed or result.incomplete_pools:
+            result.stage = Stage.TOO_FEW
+            return result
+        if not ask.admin_access:  # adminAccess may use a device next to its holder
+            self._find_unavailable(analysis, ask, result)
+        free = [d for d in matching if d.id not in result.held and d.id not in result.short]
+        if len(free) < result.needed or (ask.mode == "All" and (result.held or result.short)):
+            result.stage = Stage.IN_USE
+            return result
+        for device in free:
+            taints = blocking_taints(device, ask.tolerations)
+            if taints:
+                result.tainted[device.id] = taints
+        result.usable = [d for d in free if d.id not in result.tainted]
+        if len(result.usable) < result.needed or (ask.mode == "All" and result.tainted):
+            result.stage = Stage.TAINTED
+            return result
+        result.stage = Stage.FITS
+        if pick:
+            self._pick(analysis, ask, result)
+        return result
+
+    def _find_unavailable(self, analysis: RequestAnalysis, ask: DeviceAsk, result: AskOnNode) -> None:
+        holders = self.inventory.holders
+        for device in result.matching:
+            accounted = not self.plain and self.sharing.accounted(device)
+            if not accounted or not device.shareable:
+                holder = holders.get(device.id)
+                if holder is not None and uid_of(holder) not in self.own:
+                    result.held[device.id] = holder
+                    continue
+            if not accounted:
+                continue
+            take = self._take_of(analysis, ask, device, None)
+            if not take.empty:
+                shortage = self.sharing.shortage(device, take)
+                if shortage is not None:
+                    result.short[device.id] = shortage
+
+    def _take_of(self, analysis: RequestAnalysis, ask: DeviceAsk, device: AdvertisedDevice, usage: Usage | None):  # noqa: ANN202
+        share = analysis.share(ask, device) if device.shareable else {}
+        return self.sharing.take(device, share if isinstance(share, dict) else {}, usage)
+
+    def _taken_by_pod(self, analysis: RequestAnalysis, ask: DeviceAsk, device: AdvertisedDevice) -> bool:
+        """Free of other claims, but the Pod's earlier picks took the counters or capacity it needs."""
+        if not self.sharing.accounted(device):
+            return False
+        take = self._take_of(analysis, ask, device, self.usage)
+        if take.empty or self.sharing.shortage(device, take, self.usage) is None:
+            return False
+        return self.sharing.shortage(device, self._take_of(analysis, ask, device, None)) is None
+
+    def taker(self, choice: Choice, device: AdvertisedDevice) -> Callable[[], None] | None:
+        analysis, ask = choice.handle
+        if device.id in self.taken:
+            return None
+        take = self._take_of(analysis, ask, device, self.usage) if not ask.admin_access else None
+        if take is not None and not take.empty:
+            if self.sharing.shortage(device, take, self.usage) is not None:
+                return None
+            self.usage.add(take, device)
+        exclusive = not device.shareable
+        if exclusive:
+            self.taken.add(device.id)
+
+        def undo() -> None:
+            if take is not None and not take.empty:
+                self.usage.add(take, device, sign=-1)
+            if exclusive:
+                self.taken.discard(device.id)
+
+        return undo
+
+    def _pick(self, analysis: RequestAnalysis, ask: DeviceAsk, result: AskOnNode) -> None:
+        constraints = applying(analysis.constraints, ask.name)
+        choice = Choice(ask.name, result.needed, result.usable, (analysis, ask))
+        accounted = not self.plain and any(self.sharing.accounted(d) for d in result.usable)
+        if not constraints and not accounted:
+            result.picked = result.usable[: result.needed]  # nothing can conflict: the first ones
+            self.taken.update(d.id for d in result.picked)
+        else:
+            outcome = search([[choice]], constraints, self.taker, self.claim_picks)
+            if outcome.picks is None:
+                result.stage = Stage.TOO_FEW
+                constraint = outcome.blocking_constraint()
+                result.conflict = Conflict(constraint, tuple(self.claim_picks), outcome.exhausted)
+                return
+            result.picked = outcome.picks[0][1]
+        self.claim_picks += [(ask.name, d) for d in result.picked]
+
+    def place_claim(self, analyses: Sequence[RequestAnalysis]) -> list[AskOnNode]:
+        """The claim's requests in order, each the first alternative that fits (firstAvailable).
+
+        When that leaves a constraint unsatisfied, the claim is searched as a whole,
+        since an earlier request's other choice may let a later one fit.
+        """
+        constrained = any(a.constraints for a in analyses)
+        before = (set(self.taken), self.usage.copy()) if constrained else None
+        self.claim_picks = []
+        asks = [self._place_request(a) for a in analyses]
+        if before is not None and any(a.stage < Stage.FITS for a in asks) and any(a.conflict for a in asks):
+            after = (set(self.taken), self.usage.copy(), list(self.claim_picks))
+            self.taken.clear()
+            self.taken.update(before[0])
+            self.usage = before[1]
+            whole = self._search_claim(analyses)
+            if whole is not None:
+                return whole
+            self.taken.clear()
+            self.taken.update(after[0])
+            self.usage, self.claim_picks = after[1], after[2]
+        return asks
+
+    def _place_request(self, analysis: RequestAnalysis) -> AskOnNode:
+        best: AskOnNode | None = None
+        for ask in analysis.request.alternatives:
+            tried = self.try_ask(analysis, ask)
+            if best is None or tried.stage > best.stage:
+                best = tried
+            if tried.stage == Stage.FITS:
+                break  # firstAvailable: the first subrequest that fits wins
+        assert best is not None
+        return best
+
+    def _search_claim(self, analyses: Sequence[RequestAnalysis]) -> list[AskOnNode] | None:
+        slots: list[list[Choice]] = []
+        tried: dict[str, AskOnNode] = {}
+        for analysis in analyses:
+            choices = []
+            for ask in analysis.request.alternatives:
+                on_node = tried[ask.name] = self.try_ask(analysis, ask, pick=False)
+                if on_node.stage == Stage.FITS:
+                    choices.append(Choice(ask.name, on_node.needed, on_node.usable, (analysis, ask)))
+            if not choices:
+                return None
+            slots.append(choices)
+        constraints = analyses[0].constraints
+        outcome = search(slots, constraints, self.taker)
+        if outcome.picks is None:
+            return None
+        placed = []
+        for choice, devices in outcome.picks:
+            on_node = tried[choice.ask_name]
+            on_node.picked = devices
+            placed.append(on_node)
+        self.claim_picks = [(c.ask_name, d) for c, devices in outcome.picks for d in devices]
+        return placed
+
+
+def analyze_request(
+    inventory: Inventory, cache: SelectorCache, claim: Object, request: ClaimRequest
+) -> RequestAnalysis:
+    classes: dict[str, Object | None] = {}
+    checks: dict[str, list[DeviceCheck]] = {}
+    for ask in request.alternatives:
+        device_class = classes.setdefault(ask.class_name, find_class(inventory.state, ask.class_name))
+        class_exprs = class_selectors(device_class)
+        checks[ask.name] = cache.checks(inventory.devices, class_exprs, tuple(ask.selectors))
+    return RequestAnalysis(uid_of(claim), ns_name(claim)[1], request, classes, checks, claim_constraints(claim))
+
+
+def simulate(
+    inventory: Inventory,
+    claims: Sequence[Object],
+    nodes: Iterable[str] | None = None,
+    cache: SelectorCache | None = None,
+    sibling_claims: Iterable[str] = (),
+) -> Simulation:
+    """Try to allocate every request of ``claims`` on one node, for each candidate node.
+
+    All of one Pod's claims are simulated together: the devices must all be
+    reachable from the node the Pod will run on, and one request's devices (and
+    the shared counters and capacity they take) are not available to the next.
+    ``nodes`` narrows the candidates (e.g. to the node an already allocated claim
+    pins the Pod to); devices held by ``sibling_claims`` (the Pod's claims
+    allocated already) count as taken by the Pod's other requests rather than as
+    in use by strangers.
+    """
+    cache = cache or selector_cache(inventory)
+    per_claim = [[analyze_request(inventory, cache, c, r) for r in claim_requests(c)] for c in claims]
+    analyses = [a for group in per_claim for a in group]
+    own = {uid_of(c) for c in claims} | set(sibling_claims)
+    held_by_siblings = {
+        d for d, holder in inventory.holders.items() if uid_of(holder) in own and not _shared(inventory, d)
+    }
+    sharing = Sharing(ledger_of(inventory), {uid_of(c) for c in claims})
+    allowed = set(nodes) if nodes is not None else None
+    candidates = [n for n in inventory.nodes if allowed is None or n.name in allowed]
+    if allowed is not None:
+        known = {n.name for n in inventory.nodes}
+        candidates += [NodeInfo(n) for n in sorted(allowed - known)]
+    fits = []
+    for node in candidates:
+        placement = _Placement(inventory, sharing, node, set(held_by_siblings), own)
+        asks = [on_node for group in per_claim if group for on_node in placement.place_claim(group)]
+        fits.append(NodeFit(node.name, asks))
+    pinned = sorted(allowed) if allowed is not None else None
+    return Simulation(analyses, fits, [ns_name(c)[1] for c in claims], pinned)
+
+
+def _shared(inventory: Inventory, device_id: DeviceId) -> bool:
+    device = inventory.by_id.get(device_id)
+    return device is not None and device.shareable
+
+
+def missing_inventory(inventory: Inventory, claim: Object) -> str | None:
+    """Why no device could ever be found for a claim, when no slice advertises its drivers.
+
+    Per request, the inventory is there if any alternative's class has devices of
+    its driver advertised (or, for a class that does not pin a driver, any device).
+    """
+    advertised = inventory.drivers()
+    for request in claim_requests(claim):
+        wanted: set[str] = set()
+        satisfied = False
+        for ask in request.alternatives:
+            drivers = class_drivers(find_class(inventory.state, ask.class_name))
+            wanted |= drivers
+            if (drivers & advertised) or (not drivers and advertised):
+                satisfied = True
+        if not satisfied:
+            if wanted:
+                names = ", ".join(sorted(wanted))
+                plural = "s" if len(wanted) > 1 else ""
+                return f"no ResourceSlice advertises any device of driver{plural} {names} (request {request.name})"
+            return f"no ResourceSlice advertises any device (request {request.name})"
+    return None
+
+
+def describe_device(device: AdvertisedDevice) -> dict[str, Any]:
+    """A device as evidence: identity, where it is, its uuid."""
+    out: dict[str, Any] = {
+        "kind": "Device",
+        "driver": device.driver,
+        "pool": device.pool,
+        "device": device.name,
+        "node": device.node_name,
+        "slice": device.slice_name,
+    }
+    if device.uuid:
+        out["uuid"] = device.uuid
+    return out

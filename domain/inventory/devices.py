@@ -1,0 +1,473 @@
+"""Devices advertised as of a state, where they can be reached from, and who holds them.
+
+The inventory boundary: a device exists for allocation only if a ResourceSlice of
+its pool's newest generation lists it. Slices of older generations are what a
+driver is replacing, so the scheduler ignores them and so do we.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from domain.cluster.state import ClusterState, Object, meta, ns_name, uid_of
+from domain.cluster.timefmt import earliest, parse_time
+
+DeviceId = tuple[str, str, str]  # (driver, pool, device)
+
+# Taint effects that keep the scheduler from allocating a device; "None" only informs.
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def device_label(device_id: DeviceId) -> str:
+    return "/".join(device_id)
+
+
+# --- nodes -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def cluster_nodes(state: ClusterState) -> list[NodeInfo]:
+    """Nodes of the state by name; without any Node objects, the nodes slices name.
+
+    A dump without Nodes still lets node-local slices be reasoned about, which
+    is better than calling every device unreachable.
+    """
+    nodes = {}
+    for obj in state.of_kind("Node"):
+        name = ns_name(obj)[1]
+        labels = meta(obj).get("labels") or {}
+        nodes[name] = NodeInfo(name, {str(k): str(v) for k, v in labels.items()})
+    if not nodes:
+        for slice_obj in state.of_kind("ResourceSlice"):
+            slice_node = _spec(slice_obj).get("nodeName")
+            if isinstance(slice_node, str) and slice_node:
+                nodes[slice_node] = NodeInfo(slice_node, {"kubernetes.io/hostname": slice_node})
+    return [nodes[n] for n in sorted(nodes)]
+
+
+def _requirement_matches(req: Mapping[str, Any], value: str | None) -> bool:
+    op = req.get("operator")
+    values = [str(v) for v in req.get("values") or ()]
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            have, want = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def node_selector_matches(selector: Mapping[str, Any] | None, node: NodeInfo) -> bool:
+    """A core/v1 NodeSelector: terms are ORed, requirements within a term ANDed."""
+    terms = (selector or {}).get("nodeSelectorTerms") or []
+    for term in terms:
+        if not isinstance(term, dict):
+            continue
+        exprs = term.get("matchExpressions") or []
+        fields = term.get("matchFields") or []
+        if not exprs and not fields:
+            continue  # an empty term matches nothing, as in the scheduler
+        ok = all(_requirement_matches(r, node.labels.get(str(r.get("key")))) for r in exprs) and all(
+            _requirement_matches(r, node.name if r.get("key") == "metadata.name" else None) for r in fields
+        )
+        if ok:
+            return True
+    return False
+
+
+# --- devices ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Where a device can be used from: one node, a node selector, or every node."""
+
+    node_name: str | None = None
+    node_selector: Mapping[str, Any] | None = None
+    all_nodes: bool = False
+
+    def includes(self, node: NodeInfo) -> bool:
+        if self.all_nodes:
+            return True
+        if self.node_name is not None:
+            return node.name == self.node_name
+        if self.node_selector is not None:
+            return node_selector_matches(self.node_selector, node)
+        return False
+
+    def describe(self) -> str:
+        if self.all_nodes:
+            return "all nodes"
+        if self.node_name is not None:
+            return self.node_name
+        return "nodes matching a selector"
+
+
+@dataclass(frozen=True)
+class AdvertisedDevice:
+    driver: str
+    pool: str
+    name: str
+    entry: Mapping[str, Any]  # the device as its slice lists it (v1 shape)
+    reach: Reach
+    slice_name: str
+    slice_uid: str
+    slice_created: str | None
+    generation: int
+    pool_complete: bool
+    extra_taints: tuple[Mapping[str, Any], ...] = ()  # from DeviceTaintRules
+
+    @property
+    def id(self) -> DeviceId:
+        return (self.driver, self.pool, self.name)
+
+    @property
+    def label(self) -> str:
+        return device_label(self.id)
+
+    @property
+    def node_name(self) -> str | None:
+        return self.reach.node_name
+
+    @property
+    def attributes(self) -> Mapping[str, Any]:
+        return self.entry.get("attributes") or {}
+
+    @property
+    def capacity(self) -> Mapping[str, Any]:
+        return self.entry.get("capacity") or {}
+
+    @property
+    def taints(self) -> list[Mapping[str, Any]]:
+        own = [t for t in self.entry.get("taints") or () if isinstance(t, dict)]
+        return own + list(self.extra_taints)
+
+    @property
+    def shareable(self) -> bool:
+        """Devices with allowMultipleAllocations may be held by several claims at once."""
+        return bool(self.entry.get("allowMultipleAllocations"))
+
+    def attribute(self, name: str, domain: str | None = None) -> Any:
+        """The plain value of an attribute (``uuid`` or ``resource.kubernetes.io/pciBusID``)."""
+        domain = domain or self.driver
+        typed = None
+        if domain == self.driver:
+            typed = self.attributes.get(name)
+        if typed is None:
+            typed = self.attributes.get(f"{domain}/{name}")
+        return typed_value(typed)
+
+    def capacity_value(self, name: str, domain: str | None = None) -> str | None:
+        domain = domain or self.driver
+        entry = self.capacity.get(name) if domain == self.driver else None
+        if entry is None:
+            entry = self.capacity.get(f"{domain}/{name}")
+        if isinstance(entry, dict) and entry.get("value") is not None:
+            return str(entry["value"])
+        return None
+
+    @property
+    def uuid(self) -> str | None:
+        value = self.attribute("uuid")
+        return str(value) if value is not None else None
+
+    def reachable_from(self, node: NodeInfo) -> bool:
+        return self.reach.includes(node)
+
+
+def typed_value(typed: Any) -> Any:
+    """The value of a DeviceAttribute (``{"string": …}``, ``{"int": …}``, ``{"version": …}``…)."""
+    if not isinstance(typed, dict):
+        return None
+    for key in ("string", "int", "bool", "version"):
+        if key in typed:
+            return typed[key]
+    return None
+
+
+def _spec(obj: Object) -> dict[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _device_body(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """v1 lists device fields flat; v1beta1 nests them under ``basic``."""
+    body = dict(entry)
+    basic = body.pop("basic", None)
+    if isinstance(basic, dict):
+        body.update(basic)
+    return body
+
+
+def _reach(spec: Mapping[str, Any], device: Mapping[str, Any]) -> Reach:
+    # With perDeviceNodeSelection each device says where it is reachable from.
+    source = device if spec.get("perDeviceNodeSelection") else spec
+    if source.get("nodeName"):
+        return Reach(node_name=str(source["nodeName"]))
+    if source.get("allNodes"):
+        return Reach(all_nodes=True)
+    if isinstance(source.get("nodeSelector"), dict):
+        return Reach(node_selector=source["nodeSelector"])
+    return Reach()
+
+
+def slice_pool(slice_obj: Object) -> tuple[str, str]:
+    spec = _spec(slice_obj)
+    pool = spec.get("pool") or {}
+    return (str(spec.get("driver") or ""), str(pool.get("name") or ""))
+
+
+def _generation(slice_obj: Object) -> int:
+    try:
+        return int((_spec(slice_obj).get("pool") or {}).get("generation") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def current_slices(state: ClusterState) -> dict[tuple[str, str], list[Object]]:
+    """Slices of each (driver, pool) at the pool's highest generation."""
+    by_pool: dict[tuple[str, str], list[Object]] = {}
+    for slice_obj in state.of_kind("ResourceSlice"):
+        by_pool.setdefault(slice_pool(slice_obj), []).append(slice_obj)
+    current = {}
+    for key, slices in by_pool.items():
+        newest = max(_generation(s) for s in slices)
+        current[key] = sorted((s for s in slices if _generation(s) == newest), key=lambda s: ns_name(s)[1])
+    return current
+
+
+def pool_generations(state: ClusterState) -> dict[tuple[str, str], list[int]]:
+    """Every generation each pool's slices carry, for audits of pools mid-update."""
+    out: dict[tuple[str, str], set[int]] = {}
+    for slice_obj in state.of_kind("ResourceSlice"):
+        out.setdefault(slice_pool(slice_obj), set()).add(_generation(slice_obj))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _taint_rules(state: ClusterState) -> list[Object]:
+    return [r for r in state.of_kind("DeviceTaintRule") if isinstance(_spec(r).get("taint"), dict)]
+
+
+def _rule_taints(rules: list[Object], device_id: DeviceId) -> tuple[Mapping[str, Any], ...]:
+    out = []
+    for rule in rules:
+        spec = _spec(rule)
+        sel = spec.get("deviceSelector") or {}
+        wanted = (sel.get("driver"), sel.get("pool"), sel.get("device"))
+        if all(w is None or w == have for w, have in zip(wanted, device_id, strict=True)):
+            out.append(spec["taint"])
+    return tuple(out)
+
+
+def advertised_devices(state: ClusterState) -> list[AdvertisedDevice]:
+    """Every device the newest generation of each pool advertises, sorted by (driver, pool, name)."""
+    rules = _taint_rules(state)
+    devices: dict[DeviceId, AdvertisedDevice] = {}
+    for (driver, pool), slices in current_slices(state).items():
+        declared = max(int((_spec(s).get("pool") or {}).get("resourceSliceCount") or 1) for s in slices)
+        complete = len(slices) >= declared
+        for slice_obj in slices:
+            spec = _spec(slice_obj)
+            for raw in spec.get("devices") or ():
+                if not isinstance(raw, dict) or not raw.get("name"):
+                    continue
+                body = _device_body(raw)
+                device_id = (driver, pool, str(body["name"]))
+                if device_id in devices:
+                    continue  # a pool listing a name twice is invalid; the first copy wins
+                devices[device_id] = AdvertisedDevice(
+                    driver=driver,
+                    pool=pool,
+                    name=device_id[2],
+                    entry=body,
+                    reach=_reach(spec, body),
+                    slice_name=ns_name(slice_obj)[1],
+                    slice_uid=uid_of(slice_obj),
+                    slice_created=meta(slice_obj).get("creationTimestamp"),
+                    generation=_generation(slice_obj),
+                    pool_complete=complete,
+                    extra_taints=_rule_taints(rules, device_id),
+                )
+    return [devices[k] for k in sorted(devices)]
+
+
+# --- claims and what they hold ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AllocatedDevice:
+    """One allocation result of a claim, with the node the allocation pins it to."""
+
+    claim_uid: str
+    request: str
+    driver: str
+    pool: str
+    device: str
+    node: str | None
+    admin_access: bool = False
+
+    @property
+    def id(self) -> DeviceId:
+        return (self.driver, self.pool, self.device)
+
+    def as_evidence(self) -> dict[str, Any]:
+        return {
+            "kind": "AllocationResult",
+            "claim": self.claim_uid,
+            "request": self.request,
+            "driver": self.driver,
+            "pool": self.pool,
+            "device": self.device,
+            "node": self.node,
+        }
+
+
+def allocation(claim: Object) -> dict[str, Any] | None:
+    status = claim.get("status")
+    alloc = status.get("allocation") if isinstance(status, dict) else None
+    return alloc if isinstance(alloc, dict) else None
+
+
+def allocation_time(claim: Object) -> datetime | None:
+    alloc = allocation(claim)
+    return parse_time(alloc.get("allocationTimestamp")) if alloc is not None else None
+
+
+def is_allocated(claim: Object) -> bool:
+    return allocation(claim) is not None
+
+
+def allocation_node(claim: Object, nodes: Iterable[NodeInfo] = ()) -> str | None:
+    """The node an allocation is pinned to: named in its nodeSelector, or the only node it matches."""
+    alloc = allocation(claim) or {}
+    selector = alloc.get("nodeSelector")
+    if not isinstance(selector, dict):
+        return None
+    for term in selector.get("nodeSelectorTerms") or ():
+        for req in (term.get("matchFields") or []) + (term.get("matchExpressions") or []):
+            values = req.get("values") or []
+            if (
+                req.get("key") in ("metadata.name", "kubernetes.io/hostname")
+                and req.get("operator") == "In"
+                and len(values) == 1
+            ):
+                return str(values[0])
+    matching = [n.name for n in nodes if node_selector_matches(selector, n)]
+    return matching[0] if len(matching) == 1 else None
+
+
+def allocated_devices(claim: Object, nodes: Iterable[NodeInfo] = ()) -> list[AllocatedDevice]:
+    alloc = allocation(claim) or {}
+    results = (alloc.get("devices") or {}).get("results") or ()
+    node = allocation_node(claim, nodes)
+    return [
+        AllocatedDevice(
+            claim_uid=uid_of(claim),
+            request=str(r.get("request") or ""),
+            driver=str(r.get("driver") or ""),
+            pool=str(r.get("pool") or ""),
+            device=str(r.get("device") or ""),
+            node=node,
+            admin_access=bool(r.get("adminAccess")),
+        )
+        for r in results
+        if isinstance(r, dict)
+    ]
+
+
+def device_holders(state: ClusterState) -> dict[DeviceId, Object]:
+    """The live claim holding each allocated device.
+
+    Results with adminAccess do not hold a device (they observe it next to its
+    real user), so they are left out.
+    """
+    holders: dict[DeviceId, Object] = {}
+    for claim in sorted(state.of_kind("ResourceClaim"), key=ns_name):
+        for result in allocated_devices(claim):
+            if not result.admin_access:
+                holders.setdefault(result.id, claim)
+    return holders
+
+
+@dataclass(eq=False)  # compared and hashed by identity: caches key on one inventory
+class Inventory:
+    """What matching needs from a state, computed once: devices, nodes, holders."""
+
+    state: ClusterState
+    devices: list[AdvertisedDevice]
+    nodes: list[NodeInfo]
+    holders: dict[DeviceId, Object]
+    by_id: dict[DeviceId, AdvertisedDevice] = field(default_factory=dict)
+    _presence: dict[frozenset[str], tuple[str | None, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, state: ClusterState) -> Inventory:
+        """The state's inventory, built on the first ask and kept with the state.
+
+        Every Pod page and simulation over a state needs it, and building it reads
+        every slice, node and claim of the cluster.
+        """
+        cached = state.derived.get("inventory")
+        if isinstance(cached, Inventory) and cached.state is state:
+            return cached
+        devices = advertised_devices(state)
+        inventory = cls(
+            state=state,
+            devices=devices,
+            nodes=cluster_nodes(state),
+            holders=device_holders(state),
+            by_id={d.id: d for d in devices},
+        )
+        state.derived["inventory"] = inventory
+        return inventory
+
+    def with_claims_of(self, state: ClusterState) -> Inventory:
+        """This inventory for ``state``, a state that differs from this one's only in claims and Pods
+        (the cluster just before a snapshot that changed nothing else): the devices and nodes are
+        this one's, only who holds which device is read again. Kept with ``state`` as ``of`` keeps it."""
+        cached = state.derived.get("inventory")
+        if isinstance(cached, Inventory) and cached.state is state:
+            return cached
+        inventory = Inventory(state, self.devices, self.nodes, device_holders(state), self.by_id)
+        state.derived["inventory"] = inventory
+        return inventory
+
+    def drivers(self) -> set[str]:
+        return {d.driver for d in self.devices}
+
+    def presence(self, drivers: frozenset[str]) -> tuple[str | None, list[dict[str, Any]]]:
+        """The oldest slice creation and per-driver device and pool counts of ``drivers``' devices
+        (every device when empty): the inventory boundary of each pending claim, asked once per driver set."""
+        known = self._presence.get(drivers)
+        if known is None:
+            devices = [d for d in self.devices if not drivers or d.driver in drivers]
+            pools: dict[str, set[str]] = {}
+            counts: dict[str, int] = {}
+            for device in devices:
+                pools.setdefault(device.driver, set()).add(device.pool)
+                counts[device.driver] = counts.get(device.driver, 0) + 1
+            evidence = [
+                {"kind": "Inventory", "driver": driver, "devices": counts[driver], "pools": len(pools[driver])}
+                for driver in sorted(counts)
+            ]
+            known = self._presence[drivers] = (earliest(d.slice_created for d in devices), evidence)
+        return known
+
+    def nodes_of(self, device: AdvertisedDevice) -> list[str]:
+        return [n.name for n in self.nodes if device.reachable_from(n)]

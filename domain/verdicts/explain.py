@@ -1,0 +1,217 @@
+"""Why is this Pod stuck? The first boundary that does not hold, in one sentence.
+
+``explain`` returns DESIGN.md's explain JSON. Boundaries are checked in order
+(inventory, allocation, preparation, runtime) across all of the Pod's claims; the
+first one that failed (or, failing none, is still pending) names the verdict.
+A boundary with no evidence either way (unknown) never blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from domain.boundaries.judgement import BOUNDARIES, FAILED, OK, PENDING, ClaimLifecycle, is_terminal
+from domain.boundaries.lifecycle import pod_lifecycle
+from domain.cluster.pod_claims import last_known
+from domain.cluster.state import HistoryView, Object, meta, ns_name, uid_of
+from domain.cluster.timefmt import rfc3339
+from domain.inventory.devices import Inventory
+from domain.verdicts.timeline import timeline
+
+
+class PodNotFound(LookupError):
+    pass
+
+
+def _incarnations(history: HistoryView, uids: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for uid in uids:
+        obj, gone_at = last_known(history, "Pod", uid)
+        out.append(incarnation_entry(uid, meta(obj).get("creationTimestamp") if obj else None, rfc3339(gone_at)))
+    return out
+
+
+def incarnation_entry(uid: str, created: str | None, deleted: str | None) -> dict[str, Any]:
+    """One line of the explain document's ``incarnations``."""
+    return {"uid": uid, "created": created, "deleted": deleted}
+
+
+def choose_verdict(pod: Object, lifecycles: list[ClaimLifecycle]) -> dict[str, Any]:
+    """The first boundary, in order, that some claim has not passed; a failure beats a wait on it."""
+    waits_count = not is_terminal(pod)
+    for boundary in BOUNDARIES:
+        states = [(lc, lc.boundaries[boundary]) for lc in lifecycles]
+        for _lc, b in states:
+            if b.state == FAILED and b.reason:
+                return {"boundary": boundary, "reason": b.reason, "message": b.message or b.reason}
+        for lc, b in states:
+            if b.state == PENDING and waits_count:
+                if b.reason:
+                    return {"boundary": boundary, "reason": b.reason, "message": b.message or b.reason}
+                return _pending_verdict(boundary, lc, b.message)
+    return {"boundary": None, "reason": "ok", "message": _ok_message(pod, lifecycles)}
+
+
+def _pending_verdict(boundary: str, lc: ClaimLifecycle, detail: str | None) -> dict[str, Any]:
+    # DESIGN.md names no reason for a wait past allocation; these two say which boundary waits.
+    if boundary == "preparation":
+        message = detail or f"kubelet has not finished preparing claim {lc.name}"
+        return {"boundary": boundary, "reason": "preparation-pending", "message": message}
+    if boundary == "runtime":
+        message = f"claim {lc.name} is prepared, but no container using it has started yet"
+        if detail:
+            message += f": {detail}"
+        return {"boundary": boundary, "reason": "runtime-pending", "message": message}
+    return {
+        "boundary": boundary,
+        "reason": "waiting-for-scheduler",
+        "message": detail or f"claim {lc.name} is waiting for the scheduler",
+    }
+
+
+def _ok_message(pod: Object, lifecycles: list[ClaimLifecycle]) -> str:
+    if not lifecycles:
+        return "the Pod uses no resource claims"
+    devices = [f"{d.pool}/{d.device}" for lc in lifecycles for d in lc.devices]
+    nodes = sorted({lc.node for lc in lifecycles if lc.node})
+    where = f" on {', '.join(nodes)}" if nodes else ""
+    held = f"devices {', '.join(devices)}{where}" if devices else "its claims"
+    phase = (pod.get("status") or {}).get("phase")
+    if phase == "Succeeded":
+        return f"the Pod ran to completion with {held}"
+    if phase == "Failed":
+        ran = all(lc.boundaries["runtime"].state == OK for lc in lifecycles)
+        return f"the Pod Failed {'after its containers ran' if ran else 'before its containers started'} with {held}"
+    runtime_since = min((lc.boundaries["runtime"].since or "" for lc in lifecycles), default="")
+    since = f" since {runtime_since}" if runtime_since else ""
+    return f"all four boundaries hold: {held} allocated, prepared, and injected into running containers{since}"
+
+
+def explain(
+    history: HistoryView,
+    namespace: str,
+    name: str,
+    pod_uid: str | None = None,
+    observed_uuids: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The Pod's claims across the four boundaries and the verdict, as of ``history.as_of``.
+
+    The latest incarnation by default; ``pod_uid`` picks an earlier one.
+    ``observed_uuids`` (container name → GPU UUID the container saw) adds identity evidence.
+    """
+    uids = history.uids_named("Pod", namespace, name)
+    uid = pick_incarnation(uids, history.as_of, namespace, name, pod_uid)
+    judged = explain_incarnation(history, uid, observed_uuids)
+    if judged is None:
+        raise PodNotFound(f"no stored version of Pod {namespace}/{name} ({uid})")
+    return explain_document(history.as_of, _incarnations(history, uids), judged)
+
+
+def pick_incarnation(uids: list[str], as_of: datetime, namespace: str, name: str, pod_uid: str | None = None) -> str:
+    """The incarnation asked about among the Pod's ``uids`` as of ``as_of`` (the latest by default)."""
+    if not uids:
+        raise PodNotFound(f"no Pod {namespace}/{name} as of {rfc3339(as_of)}")
+    if pod_uid is not None and pod_uid not in uids:
+        raise PodNotFound(f"Pod {namespace}/{name} never had UID {pod_uid} (it had: {', '.join(uids)})")
+    return pod_uid or uids[-1]
+
+
+def explain_incarnation(
+    history: HistoryView,
+    uid: str,
+    observed_uuids: Mapping[str, str] | None = None,
+    inventory_of: Callable[[HistoryView], Inventory] = lambda h: Inventory.of(h.state),
+) -> dict[str, Any] | None:
+    """One incarnation's part of the explain document (pod, claims, verdict, timeline); None if never stored.
+
+    It depends on the incarnation alone, not on its siblings or on when it is asked
+    (``explain_document`` adds those), so it can be derived once and stored.
+    ``inventory_of`` lets a caller judging many Pods as of one time share one inventory.
+    """
+    pod, gone_at = last_known(history, "Pod", uid)
+    if pod is None:
+        return None
+    # A deleted incarnation is judged against the cluster as it was while the Pod existed.
+    judged_history = history.before(gone_at) if gone_at is not None else history
+    inventory = inventory_of(judged_history)
+    judged = pod_lifecycle(judged_history, pod, gone_at, observed_uuids, inventory)
+    entries = timeline(judged_history, pod, judged.claims, judged.events, inventory.nodes)
+    return {
+        "pod": _pod_summary(pod, gone_at),
+        "claims": [_claim_doc(lc, entries) for lc in judged.claims],
+        "verdict": _as_last_seen(choose_verdict(pod, judged.claims), gone_at),
+        "timeline": entries,
+    }
+
+
+# Boundary reasons whose judgement changes with time alone, the objects unchanged: a binding wait
+# counts toward the scheduler's timeout ("for N s", then binding-failed).
+TIME_DEPENDENT_REASONS = frozenset({"binding-pending"})
+
+
+def verdict_reader(
+    history: HistoryView, stored: Mapping[str, Mapping[str, Any]] | None = None
+) -> Callable[[Object], Mapping[str, Any]]:
+    """How a report over many Pods learns each live, unfinished Pod's verdict.
+
+    ``stored``: the verdicts of exactly the Pods that wait, as derived when the snapshot was
+    stored, so a Pod absent from them is ``ok`` and nothing is judged here. Without them each
+    Pod is judged over the state's one Inventory (its selector cache checks each device once
+    per selector set).
+    """
+    if stored is not None:
+        return lambda pod: stored.get(uid_of(pod), _OK)
+    return lambda pod: choose_verdict(pod, pod_lifecycle(history, pod, inventory=Inventory.of(history.state)).claims)
+
+
+_OK: Mapping[str, Any] = {"boundary": None, "reason": "ok", "message": ""}
+
+
+def depends_on_time(incarnation: Mapping[str, Any]) -> bool:
+    """Whether a live incarnation's document (``explain_incarnation``) would read differently later."""
+    return any(
+        b.get("reason") in TIME_DEPENDENT_REASONS for c in incarnation["claims"] for b in c["boundaries"].values()
+    )
+
+
+def explain_document(
+    as_of: datetime, incarnations: list[dict[str, Any]], incarnation: Mapping[str, Any]
+) -> dict[str, Any]:
+    """DESIGN.md's explain JSON: one incarnation's part with the time asked and every incarnation."""
+    return {
+        "as_of": rfc3339(as_of),
+        "pod": incarnation["pod"],
+        "incarnations": incarnations,
+        "claims": incarnation["claims"],
+        "verdict": incarnation["verdict"],
+        "timeline": incarnation["timeline"],
+    }
+
+
+def _as_last_seen(verdict: dict[str, Any], gone_at: datetime | None) -> dict[str, Any]:
+    """A deleted incarnation is judged as it last was; the message says so."""
+    if gone_at is not None:
+        verdict["message"] = f"the Pod was deleted at {rfc3339(gone_at)}; until then {verdict['message']}"
+    return verdict
+
+
+def _claim_doc(lc: ClaimLifecycle, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A claim's boundaries, with the timeline entries about it or about the whole Pod."""
+    doc = lc.to_dict()
+    doc["timeline"] = [e for e in entries if e.get("claim") in (None, lc.uid)]
+    return doc
+
+
+def _pod_summary(pod: Object, gone_at: datetime | None) -> dict[str, Any]:
+    namespace, name = ns_name(pod)
+    return {
+        "namespace": namespace,
+        "name": name,
+        "uid": meta(pod).get("uid"),
+        "node": (pod.get("spec") or {}).get("nodeName"),
+        "phase": (pod.get("status") or {}).get("phase"),
+        "created": meta(pod).get("creationTimestamp"),
+        "deleted": rfc3339(gone_at),
+    }
