@@ -64,6 +64,8 @@ MIDDLEWARE = [
     "dashboard.middleware.TrustedProxyHeaderMiddleware",
     "dashboard.middleware.SignInRequiredMiddleware",
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
+    # After sign-in (an anonymous asker is sent to sign in first) and inside the CSP (its 400 pages get one).
+    "dashboard.middleware.BadRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

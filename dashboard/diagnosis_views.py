@@ -9,7 +9,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
-from access.scope import redactor_with, require_namespace, scope_for
+from access.scope import redactor_of, redactor_with, require_namespace, scope_for
 from collector.models import ObjectVersion
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
@@ -93,14 +93,18 @@ def _boundaries_for_page(claim: dict[str, Any]) -> list[dict[str, Any]]:
     ordered = []
     for name in BOUNDARIES:
         boundary = claim["boundaries"][name]
-        checks = [
-            {**e, "detail": e.get("error") or e.get("held_by") or e.get("taint") or e.get("selector") or ""}
-            for e in boundary["evidence"]
-            if is_device_check(e)
-        ]
+        checks = [{**e, "detail": _check_detail(e)} for e in boundary["evidence"] if is_device_check(e)]
         others = [e for e in boundary["evidence"] if not is_device_check(e)]
         ordered.append({**boundary, "boundary": name, "evidence": others, "device_checks": checks})
     return ordered
+
+
+def _check_detail(check: dict[str, Any]) -> str:
+    """What a device check's row says beside its outcome: the error, the claim holding the device (as
+    redacted for the reader), what its counters lack, its taints, or the selector that was false."""
+    taints = ", ".join(str(t) for t in check.get("taints") or ())
+    found = check.get("error") or check.get("holder") or check.get("unavailable") or taints or check.get("selector")
+    return str(found or "")
 
 
 @require_GET
@@ -117,7 +121,9 @@ def playground(request: HttpRequest, cluster: str) -> HttpResponse:
     context["classes"] = sorted(o["metadata"]["name"] for o in history.state.of_kind("DeviceClass"))
     if expression:
         try:
-            context["result"] = match_devices(history.state, expression, class_name)
+            found = match_devices(history.state, expression, class_name)
+            # As /api/match-devices: the holders of unavailable devices are redacted for a team member.
+            context["result"] = redactor_of(request.user, history).matches(found)
         except SelectorCompileError as exc:
             context["error"] = f"The expression does not compile: {exc}"
         except LookupError as exc:

@@ -1,4 +1,4 @@
-"""Sign-in for every page and API, an optional trusted-proxy sign-in, and the Content-Security-Policy."""
+"""Sign-in for every page and API, an optional trusted-proxy sign-in, the Content-Security-Policy, and 400s."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware, RemoteUserMiddleware
 from django.contrib.auth.models import Group
+from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 
 
 class SignInRequiredMiddleware(LoginRequiredMiddleware):
@@ -64,3 +66,45 @@ class ContentSecurityPolicyMiddleware:
         response.headers.setdefault("Content-Security-Policy", settings.CLAIMLINE_CSP)
         return response
 
+
+class BadRequestMiddleware:
+    """Odd values in a request are the asker's mistake: a 400 saying what is wrong, not a 500.
+
+    A NUL byte in the path or the query string is refused here, before any view compares it with stored
+    names (PostgreSQL cannot hold one in text, so every such lookup raised ``DataError``); a view that
+    finds a value it cannot use raises ``BadRequest`` with a message. The API answers in JSON, pages in HTML.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view_func: Callable[..., Any], *args: Any) -> HttpResponse | None:
+        # Here rather than in __call__: sign-in (a process_view too, earlier in the list) is asked first.
+        problem = nul_byte_in(request)
+        return bad_request(request, problem) if problem else None
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, BadRequest):
+            return bad_request(request, str(exception) or "bad request")
+        return None
+
+
+def nul_byte_in(request: HttpRequest) -> str:
+    """What of the request holds a NUL byte (no name, path segment or value can), or ""."""
+    if "\x00" in request.path:
+        return "the path holds a NUL byte: no name can"
+    for key, values in request.GET.lists():
+        if "\x00" in key or any("\x00" in v for v in values):
+            return f"the value of {key.replace(chr(0), '') or '(no name)'}= holds a NUL byte: no name or value can"
+    return ""
+
+
+def bad_request(request: HttpRequest, message: str) -> HttpResponse:
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": message}, status=400)
+    if request.path.startswith("/metrics"):
+        return HttpResponse(f"# {message}\n", status=400, content_type="text/plain")
+    return render(request, "bad_request.html", {"message": message}, status=400)

@@ -6,6 +6,7 @@ import csv
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.core.exceptions import BadRequest
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
@@ -22,11 +23,11 @@ from derived.review import review_read
 from derived.thresholds import leak_thresholds
 from derived.writer import held_in_part_of
 from domain.allocator.matching import class_selectors
-from domain.cluster.state import meta
+from domain.cluster.state import meta, uid_of
 from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory, advertised_devices, typed_value
 from domain.inventory.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 from domain.reports.capacity import review_csv_rows, review_table, week_containing
-from domain.reports.redaction import Scope
+from domain.reports.redaction import Scope, visible_holders
 
 DEVICES_PER_PAGE = 500
 
@@ -62,13 +63,23 @@ def leaks(request: HttpRequest, cluster: str) -> HttpResponse:
     return render_page(request, "dashboard/leaks.html", context, "leaks")
 
 
+# The review of a week reads the eight weeks up to it and links the week before: a week earlier than
+# this would take its dates before the calendar's first day (OverflowError). Ten weeks leave a margin.
+EARLIEST_WEEK = datetime.min.replace(tzinfo=UTC) + timedelta(weeks=10)
+
+
 def week_start_of(value: str | None, as_of: datetime) -> datetime:
-    """Monday 00:00 UTC of ``value`` (YYYY-MM-DD), or of the week containing ``as_of``."""
+    """Monday 00:00 UTC of ``value`` (YYYY-MM-DD), or of the week containing ``as_of``.
+
+    A value that is no date, or a week too early for the review to reach back from, is a 400.
+    """
     if value:
         try:
             day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC)
         except ValueError:
-            raise Http404(f"week {value!r} is not a YYYY-MM-DD date") from None
+            raise BadRequest(f"week {value!r} is not a YYYY-MM-DD date") from None
+        if day < EARLIEST_WEEK:
+            raise BadRequest(f"week {value!r} is too early: the review can start at {EARLIEST_WEEK.date()}")
         return week_containing(day)
     return week_containing(as_of)
 
@@ -132,7 +143,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     rows = [_inventory_row(device, holders.get(device.id), scope, flagged) for device in page.object_list]
     held = sum(1 for d in devices if d.id in holders)
     counter_sets = [
-        {**u, "holders": _visible(u["holders"], scope)}
+        {**u, "holders": visible_holders(scope, u["holders"])}
         for u in counter_set_usage(known)
         if not node or u.get("node") == node
     ]
@@ -156,8 +167,11 @@ def _node_of(device: AdvertisedDevice) -> str:
 def _inventory_row(
     device: AdvertisedDevice, holder: dict[str, Any] | None, scope: Scope, flagged: dict[str, str]
 ) -> dict[str, Any]:
-    if holder is not None and not scope.sees(meta(holder).get("namespace")):
-        holder = {"metadata": {"name": "(another namespace)"}, "status": holder.get("status")}
+    shown: dict[str, Any] = {}
+    if holder is not None:
+        namespace, name = meta(holder).get("namespace") or "", meta(holder).get("name") or ""
+        claim = "/".join(filter(None, (namespace, name)))
+        [shown] = visible_holders(scope, [{"namespace": namespace, "claim": claim, "claim_uid": uid_of(holder)}])
     return {
         "node": _node_of(device),
         "driver": device.driver,
@@ -168,12 +182,10 @@ def _inventory_row(
         "memory": device.capacity_value("memory"),
         "uuid": device.uuid,
         "taints": [f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in device.taints],
-        "holder": holder,
-        "holder_name": "/".join(filter(None, (meta(holder).get("namespace"), meta(holder).get("name"))))
-        if holder
-        else "",
-        "holder_uid": meta(holder).get("uid", "") if holder else "",
-        "leak": flagged.get(meta(holder).get("uid", ""), "") if holder else "",
+        "holder": holder is not None,
+        "holder_name": shown.get("claim", ""),
+        "holder_uid": shown.get("claim_uid", ""),
+        "leak": flagged.get(shown.get("claim_uid", ""), "") if shown.get("claim_uid") else "",
         "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
     }
 
@@ -235,9 +247,9 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
     doc["preparation_failures"] = [f for f in doc["preparation_failures"] if scope.sees(f["namespace"])]
     shared = shared_device_usage(inventory, device_id) if inventory is not None else None
     if shared is not None:
-        shared["shares"] = _visible(shared["shares"], scope)
+        shared["shares"] = visible_holders(scope, shared["shares"])
     counter_sets = [
-        {**u, "holders": _visible(u["holders"], scope)}
+        {**u, "holders": visible_holders(scope, u["holders"])}
         for u in (counter_sets_of(inventory, device_id) if inventory is not None else ())
     ]
     context = {"cluster": c, "doc": doc, "hidden_claims": len(hidden), "shared": shared, "counter_sets": counter_sets}
@@ -249,10 +261,3 @@ def _advertised(history: StoredHistory, inventory: Inventory | None, device_id: 
         return device_id in inventory.by_id
     return any(d.id == device_id for d in advertised_devices(history.state))  # slices and taint rules only
 
-
-def _visible(holders: list[dict[str, Any]], scope: Scope) -> list[dict[str, Any]]:
-    """Holders in namespaces the user may not see keep their amounts, not their names."""
-    return [
-        h if scope.sees(h["namespace"]) else {**h, "claim": "(another namespace)", "claim_uid": ""}
-        for h in holders
-    ]

@@ -21,7 +21,9 @@ urlpatterns = [
     path("c/<slug:cluster>/review.csv", report_views.review_csv, name="review-csv"),
     path("c/<slug:cluster>/inventory/", report_views.inventory, name="inventory"),
     path("c/<slug:cluster>/classes/", report_views.device_classes, name="classes"),
-    path("c/<slug:cluster>/devices/<str:driver>/<str:pool>/<str:name>/", report_views.device, name="device"),
+    # A pool name is DNS subdomains separated by slashes (node-1/gpus): it takes every segment but the
+    # last, the device's name (a DNS label, no slash), so the split is never ambiguous.
+    path("c/<slug:cluster>/devices/<str:driver>/<path:pool>/<str:name>/", report_views.device, name="device"),
     path("c/<slug:cluster>/audit/", report_views.audit_page, name="audit"),
     path("c/<slug:cluster>/notices/", notice_views.notices, name="notices"),
     path("api/snapshots", api.api_snapshots, name="api-snapshots"),

@@ -21,7 +21,7 @@ from collector.recent_history import ReadError, open_history
 from dashboard.clusters import cluster_or_404
 from derived.claim_rows import claim_judgements
 from derived.reading import claims_page
-from domain.cluster.claim_summaries import summarize_claim
+from domain.cluster.claim_summaries import allocation_results, summarize_claim
 from domain.cluster.diff import diff
 from domain.reports.redaction import Redactor, Scope, referenced_namespaces
 
@@ -66,7 +66,7 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     scope = scope_for(request.user, c)
     require_namespace(scope, rows[0]["namespace"])
     versions = []
-    previous = None
+    previous = newest = None
     for row in rows:
         obj = None if row["deleted"] else orjson.loads(row["content"])
         versions.append(
@@ -80,11 +80,17 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
             }
         )
         previous = obj
+        newest = obj or newest
     latest = next((v["summary"] for v in reversed(versions) if v["summary"]), None)
     context = {
         "cluster": c,
         "uid": uid,
         "claim": latest,
+        # Each allocated device with its driver, for its page (the summary says "pool/device").
+        "devices": [
+            {key: str(r.get(key) or "") for key in ("driver", "pool", "device")}
+            for r in (allocation_results(newest) if newest else ())
+        ],
         "versions": list(reversed(versions)),
         "judgements": [{**j, "pod_url": _judged_pod_url(c.name, j)} for j in _judgements(scope, c, uid)],
     }

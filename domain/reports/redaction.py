@@ -17,6 +17,8 @@ from typing import Any
 from domain.cluster.state import ClusterState, ns_name
 
 HIDDEN = "(a claim in another namespace)"
+# A holder in a table of holders (the inventory, counter sets, a device's shares): its amounts stay.
+HIDDEN_HOLDER = "(another namespace)"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,17 @@ class Redactor:
     def _about_hidden(self, value: Any) -> bool:
         return isinstance(value, dict) and isinstance(value.get("namespace"), str) and value["namespace"] in self.hidden
 
+    def matches(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """``match_devices``' answer (the playground, ``/api/match-devices``): a device another team's
+        claim holds, or whose counters or capacity it holds, is still unavailable, without the claim's name."""
+        if self.scope.admin or not self.hidden:
+            return doc
+        matched = [
+            {**m, "unavailable": self.text(m["unavailable"])} if isinstance(m.get("unavailable"), str) else m
+            for m in doc["matched"]
+        ]
+        return {**doc, "matched": matched}
+
     def leaks(self, doc: dict[str, Any]) -> dict[str, Any]:
         return {**doc, "claims": [self.document(c) for c in doc["claims"] if self.scope.sees(c.get("namespace"))]}
 
@@ -100,6 +113,16 @@ class Redactor:
             "by_namespace": [r for r in doc["by_namespace"] if self.scope.sees(r.get("namespace"))],
             "top_offenders": [self.document(o) for o in doc["top_offenders"] if self.scope.sees(o.get("namespace"))],
         }
+
+
+def visible_holders(scope: Scope, holders: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Holders (``namespace``, ``claim``, ``claim_uid``) as a table lists them: those in namespaces the
+    scope does not see keep what they hold, not their names; decided by their namespace, so no list of
+    the namespaces in use is needed."""
+    return [
+        h if scope.sees(h["namespace"]) else {**h, "claim": HIDDEN_HOLDER, "claim_uid": ""}
+        for h in holders
+    ]
 
 
 def known_namespaces(state: ClusterState) -> frozenset[str]:
