@@ -48,9 +48,14 @@ def run_collection(name: str, now: datetime, clock: Callable[[], datetime]) -> S
     return collect_and_derive(source, now, clock)
 
 
-def after_import(snapshot: Snapshot, clock: Callable[[], datetime]) -> None:
-    """What follows a snapshot written by ``import-snapshot``: its derivation in this process, then notices."""
+def derive_import(snapshot: Snapshot) -> None:
+    """What follows a snapshot written by ``import-snapshot``, with the cluster's history lease still
+    held (as a collection derives): its derivation, in this process. Notices follow (``after_import``)."""
     derive_after_write(snapshot)
+
+
+def after_import(snapshot: Snapshot, clock: Callable[[], datetime]) -> None:
+    """Notices about an imported (and derived) snapshot: Celery's worker scans them, else this process."""
     after_snapshot(snapshot, clock)
 
 

@@ -23,6 +23,9 @@ try:
         "default": dj_database_url.parse(
             os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'claimline.sqlite3'}",
             conn_max_age=60,
+            # A connection kept across requests is checked before a request uses it: after a database
+            # restart each worker reconnects instead of answering one 500 on its dead connection.
+            conn_health_checks=True,
         )
     }
 except ValueError as exc:
@@ -160,6 +163,9 @@ CLAIMLINE_MAX_RETRIES = env_int("CLAIMLINE_MAX_RETRIES", 3, minimum=0)
 CLAIMLINE_HISTORY_CACHE = env_int("CLAIMLINE_HISTORY_CACHE", 2, minimum=0)
 # in-process: `manage.py serve` runs collections in a thread (the embedded default);
 # celery: beat schedules them and the web process only reads.
+# An import may be dated at most this many seconds ahead of this host's clock: history only moves forward,
+# so a snapshot from the future would stop every collection until then.
+CLAIMLINE_CLOCK_SKEW = env_int("CLAIMLINE_CLOCK_SKEW", 60, minimum=0)
 CLAIMLINE_SCHEDULER = os.environ.get("CLAIMLINE_SCHEDULER", "in-process")
 if CLAIMLINE_SCHEDULER not in ("in-process", "celery"):
     raise ImproperlyConfigured(f"CLAIMLINE_SCHEDULER must be 'in-process' or 'celery', got {CLAIMLINE_SCHEDULER!r}")
@@ -176,7 +182,22 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A worker outlives a Redis restart or outage however long: it retries connecting forever (Celery's
+# default gives up after 100 attempts, ~50 minutes), at start-up too.
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Every Redis call waits at most this long (seconds): a Redis that accepts connections but never
+# answers (a partition, a stopped VM) must not hang a collection, an import or a worker.
+CLAIMLINE_REDIS_TIMEOUT = env_float("CLAIMLINE_REDIS_TIMEOUT", 5.0, minimum=0.1)
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_timeout": CLAIMLINE_REDIS_TIMEOUT,
+    "socket_connect_timeout": CLAIMLINE_REDIS_TIMEOUT,
+    "socket_keepalive": True,
+}
+# Queueing a task (derivation, notice scan) tries twice, then the caller falls back (derived/pipeline.py,
+# notify/tasks.py): at most ~2 × CLAIMLINE_REDIS_TIMEOUT, instead of four tries.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
 CLAIMLINE_COLLECT_LOCK_TIMEOUT = env_int("CLAIMLINE_COLLECT_LOCK_TIMEOUT", 600, minimum=1)
 CLAIMLINE_RETENTION_DAYS = env_int("CLAIMLINE_RETENTION_DAYS", 90, minimum=1)
 # Derive every stored snapshot's Pod explanations right after it is written (the derived
@@ -206,7 +227,15 @@ CLAIMLINE_NOTIFY_FAILED_COLLECTIONS = env_int("CLAIMLINE_NOTIFY_FAILED_COLLECTIO
 # thresholds are crossed by time passing alone.
 CLAIMLINE_NOTIFY_RESCAN_AFTER = env_int("CLAIMLINE_NOTIFY_RESCAN_AFTER", 10 * 60)
 CLAIMLINE_NOTIFY_TIMEOUT = env_float("CLAIMLINE_NOTIFY_TIMEOUT", 10.0, minimum=0.1)
-CLAIMLINE_NOTIFY_MAX_ATTEMPTS = env_int("CLAIMLINE_NOTIFY_MAX_ATTEMPTS", 6, minimum=1)
+# A delivery that fails on the network (unreachable, timeout, 5xx/429) is tried again after
+# CLAIMLINE_NOTIFY_RETRY_FIRST seconds, doubling up to CLAIMLINE_NOTIFY_RETRY_MAX (less up to a quarter,
+# at random, so receivers coming back are not hit all at once), until it is CLAIMLINE_NOTIFY_GIVE_UP_AFTER
+# seconds old: retries span an outage of hours, and outlive a worker restart (they are kept in the database).
+CLAIMLINE_NOTIFY_RETRY_FIRST = env_float("CLAIMLINE_NOTIFY_RETRY_FIRST", 30.0, minimum=0.1)
+CLAIMLINE_NOTIFY_RETRY_MAX = env_float("CLAIMLINE_NOTIFY_RETRY_MAX", 3600.0, minimum=0.1)
+CLAIMLINE_NOTIFY_GIVE_UP_AFTER = env_int("CLAIMLINE_NOTIFY_GIVE_UP_AFTER", 24 * 3600, minimum=1)
+# Also give up after this many attempts (0: no limit but CLAIMLINE_NOTIFY_GIVE_UP_AFTER).
+CLAIMLINE_NOTIFY_MAX_ATTEMPTS = env_int("CLAIMLINE_NOTIFY_MAX_ATTEMPTS", 0, minimum=0)
 # Links in notices and e-mails are absolute when this is set (e.g. https://claimline.example.com).
 CLAIMLINE_PUBLIC_URL = os.environ.get("CLAIMLINE_PUBLIC_URL", "").rstrip("/")
 CLAIMLINE_REVIEW_EMAILS = env_list("CLAIMLINE_REVIEW_EMAILS", [])

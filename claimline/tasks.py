@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from claimline.pipeline import prune_cluster, run_collection
 from collector import retention
-from collector.locks import collection_lock
+from collector.locks import HistoryLease, collection_lock
 from collector.models import Cluster
 from notify.tasks import enqueue_scan
 
@@ -23,19 +23,30 @@ log = logging.getLogger("claimline.collector")
 
 @shared_task(name="collector.tasks.collect_cluster", ignore_result=True)
 def collect_cluster(name: str) -> str:
-    lock = collection_lock(name)
-    if not lock.acquire(blocking=False):
-        log.info("collection of %s skipped: the previous one is still running", name)
+    # The history lease first: every writer of the cluster takes it, imports too (collector/locks.py).
+    # Taken before the Redis lock, it also expires before it when a killed worker leaves both behind.
+    lease = HistoryLease(name, "collection")
+    if not lease.acquire():
+        log.info("collection of %s skipped: %s is writing its history", name, lease.describe_holder())
         return "skipped"
     try:
-        snapshot = run_collection(name, timezone.now(), timezone.now)
-        enqueue_scan(snapshot)  # notices: a task of their own, so they never hold up collection
-        return snapshot.status
-    finally:
+        lock = collection_lock(name)
+        if not lock.acquire(blocking=False):
+            log.info("collection of %s skipped: the previous one is still running", name)
+            return "skipped"
         try:
-            lock.release()
-        except redis.exceptions.LockError:
-            log.warning("collection lock of %s expired before the run ended", name)
+            snapshot = run_collection(name, timezone.now(), timezone.now)
+        finally:
+            try:
+                lock.release()
+            except redis.exceptions.LockError:
+                log.warning("collection lock of %s expired before the run ended", name)
+            except redis.exceptions.RedisError as exc:
+                log.warning("cannot release the collection lock of %s (it expires by itself): %s", name, exc)
+    finally:
+        lease.release()
+    enqueue_scan(snapshot)  # notices: a task of their own, so they never hold up collection
+    return snapshot.status
 
 
 @shared_task(name="collector.tasks.prune_history", ignore_result=True)

@@ -69,6 +69,10 @@ def collect(
         history.write_snapshot(
             snapshot, result.objects, result.complete_kinds, finished=clock(), problems=result.problems
         )
+    except history.SnapshotOrderError as exc:
+        # Another writer stored a later snapshot while this run read (its lease had lapsed).
+        log.error("snapshot of %s not stored: %s", source.name, exc)
+        history.fail_snapshot(snapshot, f"not stored: {exc}", clock(), len(result.objects))
     except DatabaseError as exc:
         # The write transaction rolled back; record the failure if the database lets us.
         log.error("storing the snapshot of %s failed: %s", source.name, exc)

@@ -140,6 +140,10 @@ def _read(path: Path) -> list[Any]:
     return list(_documents(path, data))
 
 
+def _named(obj: NormalizedObject) -> str:
+    return f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name
+
+
 def parse_dump_files(paths: list[Path]) -> ParsedDump:
     # A whole dump is parsed at once: with the cyclic GC on, its hundreds of thousands of dicts are
     # rescanned again and again as they pile up, which took twice as long as the parse itself.
@@ -151,12 +155,16 @@ def _parse(paths: list[Path]) -> ParsedDump:
     dump = ParsedDump()
     found: dict[str, list[Any]] = {}
     where: dict[int, tuple[Path, int]] = {}  # by id(): where an item was, for error messages
+    place: dict[int, str] = {}  # the same, naming the document of a file that holds several
     for path in paths:
-        for doc in _read(path):
+        docs = _read(path)
+        for d, doc in enumerate(docs):
             for kind, item, position in _items(path, doc, dump):
                 dump.kinds.add(kind)
                 found.setdefault(kind, []).append(item)
                 where[id(item)] = (path, position)
+                place[id(item)] = f"{path}: " + (f"document {d} " if len(docs) > 1 else "") + f"item {position}"
+    first: dict[tuple[str, str], tuple[int, NormalizedObject]] = {}  # (kind, uid): the item first seen with it
     # What a collection of the cluster would store: a dump of every Pod holds mostly Pods DRA never sees.
     for kind, items in keep_relevant(found, dump.kinds).items():
         if len(items) < len(found[kind]):
@@ -167,6 +175,13 @@ def _parse(paths: list[Path]) -> ParsedDump:
                 obj = normalize(kind, item, position)
             except InvalidObject as exc:
                 raise DumpError(f"{path}: {exc}") from None
+            seen, other = first.setdefault(obj.key, (id(item), obj))
+            if seen != id(item):
+                # Two states of one object: which one the cluster was in cannot be told.
+                raise DumpError(
+                    f"two {kind} objects with uid {obj.uid}: {place[seen]} ({_named(other)}) and "
+                    f"{place[id(item)]} ({_named(obj)}); a dump holds each object once"
+                )
             dump.objects.append(obj)
     if not dump.objects and not dump.kinds:
         raise DumpError(

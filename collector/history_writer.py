@@ -38,19 +38,21 @@ def get_cluster(name: str) -> Cluster:
     return cluster
 
 
-def start_snapshot(cluster: Cluster, at: datetime, source: str, started: datetime) -> Snapshot:
-    """Record a run before it reads anything, so a crash leaves a trace."""
-    latest = (
-        Snapshot.objects.filter(cluster=cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
-        .order_by("-at")
-        .values_list("at", flat=True)
-        .first()
-    )
+def _check_order(cluster_id: int, name: str, at: datetime, exclude: int | None = None) -> None:
+    stored = Snapshot.objects.filter(cluster_id=cluster_id, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
+    if exclude is not None:
+        stored = stored.exclude(pk=exclude)
+    latest = stored.order_by("-at").values_list("at", flat=True).first()
     if latest is not None and at <= latest:
         raise SnapshotOrderError(
-            f"cluster {cluster.name} already has a snapshot at {latest.isoformat()}; "
+            f"cluster {name} already has a snapshot at {latest.isoformat()}; "
             f"a new snapshot must be later than that (got {at.isoformat()})"
         )
+
+
+def start_snapshot(cluster: Cluster, at: datetime, source: str, started: datetime) -> Snapshot:
+    """Record a run before it reads anything, so a crash leaves a trace."""
+    _check_order(cluster.pk, cluster.name, at)
     # A run that was killed mid-way never finished; say so instead of leaving it "running".
     Snapshot.objects.filter(cluster=cluster, status=Snapshot.Status.RUNNING).update(
         status=Snapshot.Status.FAILED, error="interrupted: the process running it stopped", finished=started
@@ -72,7 +74,8 @@ def write_snapshot(
     finished: datetime,
     problems: Collection[str] = (),
 ) -> WriteResult:
-    """Store ``objects`` as the content of ``snapshot``.
+    """Store ``objects`` as the content of ``snapshot``; ``SnapshotOrderError`` (nothing written) when
+    a later snapshot was stored since it started.
 
     ``complete_kinds``: kinds listed completely, so their absent objects are
     deleted. ``problems``: objects that could not be read; the run is recorded
@@ -81,6 +84,10 @@ def write_snapshot(
     at = snapshot.at
     cluster_id = snapshot.cluster_id
     with transaction.atomic():
+        # Writers of one cluster take turns (collector.locks.HistoryLease); should a lease have lapsed
+        # meanwhile, the cluster's row serializes the writes and history still only moves forward.
+        name = Cluster.objects.select_for_update().values_list("name", flat=True).get(pk=cluster_id)
+        _check_order(cluster_id, name, at, exclude=snapshot.pk)
         heads: dict[tuple[str, str], tuple[int, str, bool]] = {
             (kind, uid): (pk, digest, deleted)
             for pk, kind, uid, digest, deleted in ObjectVersion.objects.filter(

@@ -93,3 +93,21 @@ class ObjectVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name} ({self.uid}) from {self.valid_from.isoformat()}"
+
+
+class WriterLease(models.Model):
+    """Who is writing a cluster's history (a collection or an import), until when.
+
+    One writer at a time per cluster in every mode: the embedded scheduler, Celery's workers and the
+    commands (``collector.locks.HistoryLease``). A row in the database rather than a Redis key, so it
+    holds on SQLite without Redis too; ``expires`` frees the lease of a process killed mid-run.
+    """
+
+    cluster = models.CharField(max_length=63, primary_key=True, help_text="The cluster's name.")
+    token = models.CharField(max_length=32, blank=True, help_text="The holder's; empty while free.")
+    holder = models.CharField(max_length=200, blank=True, help_text="What holds it, where (host and pid).")
+    since = models.DateTimeField(null=True, blank=True)
+    expires = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.holder or 'free'}"

@@ -8,11 +8,9 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from celery import current_app
 from django.conf import settings
-from kombu.exceptions import OperationalError
-from redis.exceptions import RedisError
 
+from collector import broker
 from collector.gcpause import release_snapshot
 from collector.models import Cluster, Snapshot
 from derived.models import DOMAIN_VERSION, DerivedSnapshot
@@ -38,7 +36,13 @@ def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | 
     if not settings.CLAIMLINE_DERIVE:
         return None
     if not inline:
-        _queue("derived.tasks.derive_cluster", snapshot.cluster_id)
+        why = broker.queue("derived.tasks.derive_cluster", snapshot.cluster_id)
+        if why:
+            # derive_cluster drains the backlog in order: the next collection's task derives this one too.
+            log.warning(
+                "cannot queue the derivation of snapshot %s of cluster %s: %s; left for the next collection's",
+                snapshot.pk, snapshot.cluster_id, why,
+            )
         return None
     try:
         result = _derive(snapshot)
@@ -49,7 +53,11 @@ def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | 
         return None
     if settings.CLAIMLINE_SCHEDULER == "celery":
         for task in RENDERINGS:
-            _queue(task, snapshot.pk)
+            why = broker.queue(task, snapshot.pk)
+            if why:
+                log.warning("cannot queue %s(%s): %s; rendering in this process instead", task, snapshot.pk, why)
+                render_latest(snapshot)
+                break
     else:
         render_latest(snapshot)
     return result
@@ -75,14 +83,6 @@ def render_latest(snapshot: Snapshot, force: bool = False) -> None:
             log.exception("rendering the %s of snapshot %s failed", what, snapshot.pk)
     if rendered:
         release_snapshot()
-
-
-def _queue(task: str, arg: int) -> None:
-    try:
-        # The project's app: loaded with Django's settings (``claimline/__init__.py``), as Celery's Django guide does.
-        current_app.send_task(task, args=(arg,))
-    except (OperationalError, RedisError) as exc:
-        log.warning("cannot queue %s(%s): %s", task, arg, exc)
 
 
 def underived_snapshots(cluster_id: int) -> list[Snapshot]:

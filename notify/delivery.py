@@ -2,14 +2,18 @@
 
 The alert loop (``dispatch``) reads notices not yet dispatched, writes one
 Delivery per receiver channel that wants each, and hands the deliveries to a
-sender: Celery's ``notify.tasks.deliver`` (retried with backoff) or, in the
-embedded in-process scheduler, ``deliver_due`` on the next loop.
+sender: Celery's ``notify.tasks.deliver`` or, in the embedded in-process scheduler,
+``deliver_due`` on the next loop. A delivery that fails on the network is retried with backoff
+for up to a day; when it is due again is kept in the database (``next_attempt``), where both
+senders look (``due``: Celery's beat sweep, ``dispatch_notices``, every minute), so no retry
+depends on the process that scheduled it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import random
 import smtplib
 import urllib.error
 import urllib.request
@@ -22,6 +26,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import transaction
+from django.db.models import Q
 
 from access.models import NamespaceGrant
 from collector.history_reader import namespaces_ever_known
@@ -39,6 +44,9 @@ TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     smtplib.SMTPException,
 )
 DISPATCH_BATCH = 500
+# Retries wait their backoff less up to this fraction of it, at random.
+JITTER = 0.25
+_jitter = random.Random()
 WEBHOOK = "webhook"
 EMAIL = "email"
 
@@ -236,15 +244,45 @@ def send(target: Target, notice: Notice) -> None:
 
 
 def backoff(attempts: int) -> timedelta:
-    """How long the in-process loop waits before the next attempt (Celery has its own backoff)."""
-    return timedelta(seconds=min(30 * 2 ** max(attempts - 1, 0), 3600))
+    """How long to wait after the ``attempts``-th failed attempt: CLAIMLINE_NOTIFY_RETRY_FIRST seconds,
+    doubling up to CLAIMLINE_NOTIFY_RETRY_MAX, less up to a quarter at random (receivers coming back
+    after an outage are not all retried in the same second)."""
+    first, cap = settings.CLAIMLINE_NOTIFY_RETRY_FIRST, settings.CLAIMLINE_NOTIFY_RETRY_MAX
+    base = min(first * 2 ** min(max(attempts - 1, 0), 40), cap)
+    return timedelta(seconds=base * (1 - JITTER * _jitter.random()))
 
 
-def attempt(delivery_id: int, now: datetime, final: bool) -> Delivery | None:
-    """One attempt, recorded; a transient error is re-raised after recording (the caller retries)."""
+def gives_up(delivery: Delivery, now: datetime) -> bool:
+    """Whether a delivery that just failed again is failed for good: CLAIMLINE_NOTIFY_GIVE_UP_AFTER
+    after it was queued (or after CLAIMLINE_NOTIFY_MAX_ATTEMPTS attempts, when set)."""
+    limit = settings.CLAIMLINE_NOTIFY_MAX_ATTEMPTS
+    if limit and delivery.attempts >= limit:
+        return True
+    return now - delivery.created >= timedelta(seconds=settings.CLAIMLINE_NOTIFY_GIVE_UP_AFTER)
+
+
+def _claim(delivery_id: int, now: datetime) -> bool:
+    """Take a due delivery for one attempt, so a second sender (the sweep's task, a retry queued before a
+    restart, the other loop) finds it not due: one attempt at a time, never the same one twice."""
+    in_flight = now + timedelta(seconds=max(60.0, 3 * settings.CLAIMLINE_NOTIFY_TIMEOUT))
+    return bool(
+        Delivery.objects.filter(pk=delivery_id, status__in=[Delivery.Status.PENDING, Delivery.Status.RETRYING])
+        .filter(Q(next_attempt__isnull=True) | Q(next_attempt__lte=now))
+        .update(next_attempt=in_flight)
+    )
+
+
+def attempt(delivery_id: int, now: datetime) -> Delivery | None:
+    """One attempt at a delivery that is due, recorded; a transient error is re-raised after recording
+    (retrying, with its next attempt after ``backoff``, or failed once ``gives_up``).
+
+    A delivery sent, failed, or not due (another sender has it, or its retry is later) is returned as it is.
+    """
+    if not _claim(delivery_id, now):
+        return Delivery.objects.filter(pk=delivery_id).first()
     delivery = Delivery.objects.select_related("notice__cluster", "receiver").filter(pk=delivery_id).first()
-    if delivery is None or delivery.status in (Delivery.Status.SENT, Delivery.Status.FAILED):
-        return delivery  # a receiver deleted meanwhile, or a task delivered twice (acks_late)
+    if delivery is None:
+        return None  # a receiver deleted meanwhile
     delivery.attempts += 1
     delivery.last_attempt = now
     target = _target_of(delivery)
@@ -255,10 +293,14 @@ def attempt(delivery_id: int, now: datetime, final: bool) -> Delivery | None:
     except PermanentDeliveryError as exc:
         _record(delivery, Delivery.Status.FAILED, str(exc), None)
     except TRANSIENT_ERRORS as exc:
-        final = final or delivery.attempts >= settings.CLAIMLINE_NOTIFY_MAX_ATTEMPTS
+        final = gives_up(delivery, now)
         status = Delivery.Status.FAILED if final else Delivery.Status.RETRYING
-        _record(delivery, status, f"{type(exc).__name__}: {exc}", None if final else now + backoff(delivery.attempts))
-        log.warning("delivery %s to %s failed (attempt %s): %s", delivery.pk, delivery.target, delivery.attempts, exc)
+        later = None if final else now + backoff(delivery.attempts)
+        _record(delivery, status, f"{type(exc).__name__}: {exc}", later)
+        then = f"next at {later.isoformat()}" if later is not None else "giving up"
+        log.warning(
+            "delivery %s to %s failed (attempt %s, %s): %s", delivery.pk, delivery.target, delivery.attempts, then, exc
+        )
         raise
     else:
         _record(delivery, Delivery.Status.SENT, "", None)
@@ -270,20 +312,28 @@ def _record(delivery: Delivery, status: str, error: str, next_attempt: datetime 
     delivery.save(update_fields=["status", "error", "attempts", "last_attempt", "next_attempt"])
 
 
-def deliver_due(now: datetime) -> int:
-    """The in-process sender: one attempt at each delivery that is due; failures wait for a later loop."""
-    due = list(
-        Delivery.objects.filter(status__in=[Delivery.Status.PENDING, Delivery.Status.RETRYING], next_attempt__lte=now)
+def due(now: datetime) -> list[tuple[int, str]]:
+    """Deliveries to attempt now (id, target), soonest first: new ones, and retries whose time has come.
+
+    Read from the database by every sender, so a retry outlives the process that scheduled it."""
+    return list(
+        Delivery.objects.filter(status__in=[Delivery.Status.PENDING, Delivery.Status.RETRYING])
+        .filter(Q(next_attempt__isnull=True) | Q(next_attempt__lte=now))
         .order_by("next_attempt")
         .values_list("pk", "target")[:DISPATCH_BATCH]
     )
+
+
+def deliver_due(now: datetime) -> int:
+    """The in-process sender: one attempt at each delivery that is due; failures wait for a later loop."""
+    due_now = due(now)
     sent = 0
     unreachable: set[str] = set()
-    for pk, target in due:
+    for pk, target in due_now:
         if target in unreachable:
             continue  # one timeout per receiver and loop is enough: the loop also collects
         try:
-            done = attempt(pk, now, final=False)
+            done = attempt(pk, now)
         except TRANSIENT_ERRORS:
             unreachable.add(target)
             continue

@@ -4,25 +4,33 @@ from __future__ import annotations
 
 import logging
 
-from celery import current_app, shared_task
-from django.conf import settings
+from celery import shared_task
 from django.utils import timezone
-from kombu.exceptions import OperationalError
-from redis.exceptions import RedisError
 
+from collector import broker
 from collector.models import Snapshot
 from notify import delivery, detection, review_mail
+from notify.models import Delivery
 
 log = logging.getLogger("claimline.notify")
 
+# Retries due within this many seconds are also queued with a countdown (so a short backoff is kept
+# to the second); later ones wait for the sweep. Well under Redis's visibility timeout (an hour).
+RETRY_IN_QUEUE = 300.0
+
 
 def enqueue_scan(snapshot: Snapshot) -> None:
-    """Chained after a collection: queue the notice scan; a broker that is down never fails the collection."""
+    """Chained after a collection: queue the notice scan. A broker that is down or silent never fails
+    the collection (nor holds it for long: collector/broker.py); the scan then runs in this process."""
+    why = broker.queue("notify.tasks.scan_snapshot", snapshot.pk)
+    if not why:
+        return
+    log.warning("cannot queue the notice scan of %s: %s; scanning in this process instead", snapshot, why)
     try:
-        # The project's app, loaded with Django's settings (``claimline/__init__.py``), also in a management command.
-        current_app.send_task("notify.tasks.scan_snapshot", args=(snapshot.pk,))
-    except (OperationalError, RedisError) as exc:
-        log.warning("cannot queue the notice scan of %s: %s", snapshot, exc)
+        # Stored notices wait for the sweep (dispatch_notices) to be sent, once the broker is back.
+        detection.scan_after(snapshot, timezone.now())
+    except Exception:
+        log.exception("the notice scan of %s failed", snapshot)
 
 
 @shared_task(name="notify.tasks.scan_snapshot", ignore_result=True)
@@ -40,26 +48,31 @@ def scan_snapshot(snapshot_id: int) -> str:
 
 @shared_task(name="notify.tasks.dispatch_notices", ignore_result=True)
 def dispatch_notices() -> int:
-    """The alert loop: also on beat, so notices whose dispatch was never queued are sent late, not never."""
-    ids = delivery.dispatch(timezone.now())
-    for pk in ids:
+    """The alert loop, also on beat every minute: queues the deliveries of new notices, and every
+    delivery that is due (retries included) as the database says, so neither a notice whose dispatch
+    was never queued nor a retry scheduled by a worker that restarted is lost."""
+    now = timezone.now()
+    delivery.dispatch(now)
+    due = delivery.due(now)
+    for pk, _target in due:
         deliver.delay(pk)
-    return len(ids)
+    return len(due)
 
 
-@shared_task(
-    name="notify.tasks.deliver",
-    bind=True,
-    ignore_result=True,
-    autoretry_for=delivery.TRANSIENT_ERRORS,
-    retry_backoff=True,
-    retry_backoff_max=600,
-    retry_jitter=True,
-    max_retries=settings.CLAIMLINE_NOTIFY_MAX_ATTEMPTS - 1,
-)
+@shared_task(name="notify.tasks.deliver", bind=True, ignore_result=True)
 def deliver(self, delivery_id: int) -> str:  # type: ignore[no-untyped-def]
-    final = self.request.retries >= (self.max_retries or 0)
-    done = delivery.attempt(delivery_id, timezone.now(), final=final)
+    """One attempt. A failed one is recorded with when to try again (backoff, notify/delivery.py); a
+    retry due within RETRY_IN_QUEUE is also queued with that countdown, any is taken by the sweep."""
+    try:
+        done = delivery.attempt(delivery_id, timezone.now())
+    except delivery.TRANSIENT_ERRORS:
+        done = Delivery.objects.filter(pk=delivery_id).first()
+        if done is not None and done.status == Delivery.Status.RETRYING and done.next_attempt is not None:
+            wait = (done.next_attempt - timezone.now()).total_seconds()
+            if wait <= RETRY_IN_QUEUE and not self.request.is_eager:
+                # A countdown longer than the broker's visibility timeout would be delivered twice;
+                # one not queued costs nothing: the sweep finds the retry due in the database.
+                broker.queue("notify.tasks.deliver", delivery_id, countdown=max(wait, 0.0))
     return done.status if done is not None else "gone"
 
 

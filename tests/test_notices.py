@@ -223,7 +223,19 @@ def test_a_receiver_answering_500_is_retried(platform_receivers: WebhookReceiver
     assert result.new and ids
     first = Delivery.objects.filter(target="env/webhook").order_by("pk").first()
     assert first is not None
-    # Celery's retry (eager here: the retry runs at once instead of after its backoff).
+    # Celery's task records the failure and when to try again (the backoff, less some jitter)...
+    before = timezone.now()
+    deliver.apply(args=(first.pk,))
+    first.refresh_from_db()
+    assert (first.status, first.attempts) == ("retrying", 1) and "500" in first.error
+    assert first.next_attempt is not None
+    assert timedelta(seconds=22) < first.next_attempt - before < timedelta(seconds=31)
+    # ...and a second task before then (the sweep's, a duplicate) sends nothing.
+    deliver.apply(args=(first.pk,))
+    first.refresh_from_db()
+    assert (first.status, first.attempts, len(webhook.bodies)) == ("retrying", 1, 1)
+    # Once it is due (here: made due now), the task sends it.
+    Delivery.objects.filter(pk=first.pk).update(next_attempt=timezone.now())
     deliver.apply(args=(first.pk,))
     first.refresh_from_db()
     assert (first.status, first.attempts) == ("sent", 2)
@@ -435,6 +447,7 @@ def test_worker_scans_sends_and_retries(
         CLAIMLINE_SCHEDULER="celery",
         CLAIMLINE_NOTIFY_WEBHOOK_URL=webhook.url,
         CLAIMLINE_NOTIFY_WEBHOOK_FORMAT="slack",
+        CLAIMLINE_NOTIFY_RETRY_FIRST="1",  # the retry is queued with its countdown: one second here
     )
     assert not Notice.objects.exists()  # queued, not scanned in this process
     webhook.statuses = [500]  # the first POST fails: the worker retries it after a backoff

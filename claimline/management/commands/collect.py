@@ -21,16 +21,22 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: object) -> None:
         names = configured_names(options["cluster"])  # type: ignore[arg-type]
         if options["once"]:
-            failed = 0
-            for snapshot in collect_all(names, timezone.now):
+            # A writer of the cluster at work (the scheduler, an import) is waited for, not skipped:
+            # its lease lasts at most CLAIMLINE_COLLECT_LOCK_TIMEOUT.
+            outcomes = collect_all(names, timezone.now, wait=settings.CLAIMLINE_COLLECT_LOCK_TIMEOUT)
+            for outcome in outcomes:
+                snapshot = outcome.snapshot
+                if snapshot is None:
+                    # Nothing recorded it (the database went away mid-write, say): the error is only here.
+                    self.stderr.write(f"{outcome.name}: failed: {outcome.error or outcome.skipped}")
+                    continue
                 self.stdout.write(
                     f"{snapshot.cluster.name}: {snapshot.status} at {snapshot.at.isoformat()}: "
                     f"{snapshot.objects_seen} objects, {snapshot.versions_written} versions written, "
                     f"{snapshot.deletions} deletions"
                     + (f"\n  {snapshot.error}" if snapshot.error else "")
                 )
-                failed += snapshot.status == "failed"
-            if failed or not names:
+            if not names or any(o.failed or o.snapshot is None for o in outcomes):
                 raise SystemExit(1)
             return
         self.stdout.write(
