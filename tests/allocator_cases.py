@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from domain.allocator.matching import Simulation, Stage, find_class, missing_inventory
 from domain.allocator.shared_simulations import simulate_pod
 from domain.cluster.state import MemoryHistory, Object, uid_of
-from domain.inventory.devices import Inventory, allocation, allocation_node
+from domain.inventory.devices import Inventory, allocation, allocations_nodes
 
 GPU = "gpu.example.com"
 NIC = "nic.example.com"
@@ -170,6 +170,11 @@ class Device:
         return self.pool.node or self.entry.get("nodeName")
 
 
+def _memory(t: Tape) -> str:
+    """The memory capacity's name, now and then with the driver's domain: a capacity request must spell it alike."""
+    return f"{GPU}/memory" if t.chance(6) else "memory"
+
+
 def _taints(t: Tape) -> list[dict[str, str]]:
     if not t.chance(6):
         return []
@@ -197,7 +202,7 @@ def _plain_gpu(t: Tape, pool: Pool, index: int) -> list[Device]:
     entry = {
         "name": name,
         "attributes": _gpu_attributes(t, pool, name, index, t.pick(MODELS)),
-        "capacity": {"memory": {"value": gi(t.pick(MEMORIES), t.int(0, 3))}},
+        "capacity": {_memory(t): {"value": gi(t.pick(MEMORIES), t.int(0, 3))}},
     }
     if taints := _taints(t):
         entry["taints"] = taints
@@ -258,7 +263,7 @@ def _shared_gpu(t: Tape, pool: Pool, index: int) -> list[Device]:
         "name": name,
         "allowMultipleAllocations": True,
         "attributes": _gpu_attributes(t, pool, name, index, t.pick(MODELS)),
-        "capacity": {"memory": capacity},
+        "capacity": {_memory(t): capacity},
     }
     device = Device(pool, entry, memory=memory, shares=shares)
     if t.chance(5):  # a shared device drawing on a counter set too: once, however many share it
@@ -409,7 +414,7 @@ def _ask(t: Tape, subrequest: bool) -> dict[str, Any]:
     if t.chance(4):
         ask["tolerations"] = t.some(TOLERATIONS, 2) or [TOLERATIONS[0]]
     if class_name in ("gpu-shared", "gpu", "any") and t.chance(3):
-        ask["capacity"] = {"requests": {"memory": gi(t.pick((1, 4, 8, 8, 10, 16, 24, 40, 100)))}}
+        ask["capacity"] = {"requests": {_memory(t): gi(t.pick((1, 4, 8, 8, 10, 16, 24, 40, 100)))}}
     if not subrequest and t.chance(10):
         ask["adminAccess"] = True
     return ask
@@ -489,7 +494,7 @@ class _Holdings:
         elif device.shared:
             # What the allocator records for a share: an ID of its own and what it consumed of every capacity.
             result["shareID"] = f"00000000-0000-4000-8000-{next(self.share_ids):012d}"
-            result["consumedCapacity"] = {"memory": gi(share or 0)}
+            result["consumedCapacity"] = {name: gi(share or 0) for name in device.entry["capacity"]}
         return result
 
 
@@ -609,7 +614,7 @@ def claimline_simulation(case: dict[str, Any]) -> Simulation | None:
 
     Follows domain/boundaries/lifecycle.py's ``_judge_unallocated``: a claim naming a DeviceClass that does not
     exist, or whose drivers no slice advertises, fails on every node; otherwise ``simulate_pod`` over the
-    pending claims, with the Pod's allocated claims as siblings and pinning it to their node (``_pinned_nodes``).
+    pending claims, with the Pod's allocated claims as siblings pinning it to their nodes (``_pinned_nodes``).
     """
     objects = [
         *case["nodes"],
@@ -629,11 +634,7 @@ def claimline_simulation(case: dict[str, Any]) -> Simulation | None:
             return None
         if missing_inventory(inventory, claim) is not None:
             return None
-    pinned: set[str] | None = None
-    for claim in allocated:
-        node = allocation_node(claim, inventory.nodes)
-        if node is not None:
-            pinned = {node} if pinned is None else pinned & {node}
+    pinned = allocations_nodes(allocated, inventory.nodes)
     return simulate_pod(
         inventory,
         pending,

@@ -436,6 +436,29 @@ def allocation_node(claim: Object, nodes: Iterable[NodeInfo] = ()) -> str | None
     return matching[0] if len(matching) == 1 else None
 
 
+def allocation_nodes(claim: Object, nodes: Iterable[NodeInfo]) -> set[str] | None:
+    """The nodes a Pod using the claim can still go to (the scheduler's Filter): the one its allocation's
+    nodeSelector names, else those of ``nodes`` it matches (maybe none); None when it has no selector (any node)."""
+    selector = (allocation(claim) or {}).get("nodeSelector")
+    if not isinstance(selector, dict):
+        return None
+    named = allocation_node(claim)
+    if named is not None:
+        return {named}
+    return {n.name for n in nodes if node_selector_matches(selector, n)}
+
+
+def allocations_nodes(claims: Iterable[Object], nodes: Iterable[NodeInfo]) -> set[str] | None:
+    """The nodes every one of the allocated claims can be used from (``allocation_nodes``); None: any node."""
+    known = list(nodes)
+    found: set[str] | None = None
+    for claim in claims:
+        allowed = allocation_nodes(claim, known)
+        if allowed is not None:
+            found = allowed if found is None else found & allowed
+    return found
+
+
 def allocated_devices(claim: Object, nodes: Iterable[NodeInfo] = ()) -> list[AllocatedDevice]:
     alloc = allocation(claim) or {}
     results = (alloc.get("devices") or {}).get("results") or ()
