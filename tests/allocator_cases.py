@@ -451,7 +451,7 @@ def _claim_spec(draw: st.DrawFn) -> dict[str, Any]:
 class _Holdings:
     """Allocations the allocator could have made, each checked against what is held already as it is added."""
 
-    def __init__(self, pools: list[Pool]) -> None:
+    def __init__(self) -> None:
         self.exclusive: set[tuple[str, str, str]] = set()
         self.counters: dict[tuple[str, str, str], dict[str, int]] = {}
         self.capacity: dict[tuple[str, str, str], int] = {}
@@ -578,7 +578,7 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
     nodes = [f"n{i}" for i in range(t.int(1, 3))]
     zones = {n: t.pick(("a", "b")) for n in nodes}
     pools = _pools(draw, nodes)
-    holdings = _Holdings(pools)
+    holdings = _Holdings()
     others = _holders(draw, pools, holdings, "other", 3)
     pod_allocated = _holders(draw, pools, holdings, "pod-allocated", 1, least=1) if t.chance(8) else []
     claims = [
