@@ -9,8 +9,11 @@ combination of them satisfies the claim's constraints and goes together on
 counters and capacity. Every device gets its own outcome, so a verdict can say
 why each one was passed over.
 
-Not modelled: node-level scheduling (CPU, node taints), and the search across
-the claims of one Pod (each claim's devices are chosen after the previous claim's).
+Each claim's devices are first chosen after the previous claim's, request by
+request; where that leaves a request without devices, every request of every
+claim is searched together, as the allocator does. Not modelled: node-level
+scheduling (CPU, node taints). Checked against the allocator itself by
+tests/test_allocator_differential.py.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from domain.inventory.devices import (
     DeviceId,
     Inventory,
     NodeInfo,
+    PoolState,
 )
 from domain.inventory.sharing import (
     Amounts,
@@ -193,7 +197,7 @@ class AskOnNode:
     held: dict[DeviceId, Object] = field(default_factory=dict)
     tainted: dict[DeviceId, list[Mapping[str, Any]]] = field(default_factory=dict)
     picked: list[AdvertisedDevice] = field(default_factory=list)
-    incomplete_pools: list[str] = field(default_factory=list)
+    refused_pools: list[PoolState] = field(default_factory=list)  # being updated or invalid: nothing is taken from them
     short: dict[DeviceId, Shortage] = field(default_factory=dict)  # counters or capacity taken by others
     usable: list[AdvertisedDevice] = field(default_factory=list)  # free and tolerated: what picking chose from
     conflict: Conflict | None = None  # usable devices enough, but no combination of them goes together
@@ -215,6 +219,7 @@ class Conflict:
     constraint: Constraint | None
     earlier: tuple[Picked, ...] = ()  # devices the claim's previous requests took
     exhausted: bool = False  # the search gave up before trying every combination
+    gave_up: bool = False  # an "All" request broke the constraint: the allocator stops there, for the node
 
 
 @dataclass
@@ -392,12 +397,10 @@ class Simulation:
         ask = failing.ask
         if failing.conflict is not None:
             return _conflict_message(subject, failing, failing.conflict)
-        if failing.incomplete_pools:
-            pools = ", ".join(failing.incomplete_pools)
-            return (
-                f"{subject} asks for {ask.wants()} on {failing.node}, but pool {pools} is being updated "
-                "(not all of its slices are published)"
-            )
+        if failing.refused_pools:
+            drivers = class_drivers(analysis.classes.get(ask.class_name))
+            refusals = "; ".join(p.why(bool(drivers) and p.driver not in drivers) for p in failing.refused_pools)
+            return f"{subject} asks for {ask.wants()} on {failing.node}, but {refusals}"
         matching = analysis.matches(ask)
         per_node = _per_node_counts(matching, self.fits, ask)
         total = len(matching)
@@ -456,6 +459,12 @@ class Simulation:
 
 def _conflict_message(subject: str, failing: AskOnNode, conflict: Conflict) -> str:
     ask = failing.ask
+    if conflict.gave_up and conflict.constraint is not None:
+        return (
+            f"{subject} asks for {ask.wants()} on {failing.node}, but they do not all have "
+            f"{conflict.constraint.describe()} (with each other and the claim's other devices), and there the "
+            "allocator gives up on the node"
+        )
     if conflict.constraint is not None:
         return conflict_sentence(
             subject, ask.wants(), conflict.constraint, failing.node, failing.usable, conflict.earlier
@@ -512,6 +521,8 @@ def _outcome_entry(
         entry.update(outcome="short", unavailable=on_node.short[device.id].sentence())
     elif device.id in on_node.tainted:
         entry.update(outcome="tainted", taints=[taint_label(t) for t in on_node.tainted[device.id]])
+    elif device.pool_refusal is not None and any((p.driver, p.name) == device.id[:2] for p in on_node.refused_pools):
+        entry.update(outcome="pool-refused", why=device.pool_refusal)
     elif not any(d.id == device.id for d in on_node.matching):
         entry.update(outcome="not-reachable", node=on_node.node)
     elif any(d.id == device.id for d in on_node.picked):
@@ -521,18 +532,19 @@ def _outcome_entry(
     return entry
 
 
-def _incomplete_pools(devices: list[AdvertisedDevice]) -> list[str]:
-    return sorted({d.pool for d in devices if not d.pool_complete})
+Taken = dict[DeviceId, set[str]]  # devices the Pod's requests took, and the claims (UIDs) that took each
 
 
 class _Placement:
     """The Pod's requests placed one after the other on one node: what they took so far.
 
-    ``taken`` holds devices that cannot be given twice; ``usage`` what the picks
-    took of counter sets and shared capacity, on top of what other claims hold.
+    ``taken`` holds devices that cannot be given twice, with the claims that took
+    them (``adminAccess`` may share a device with another claim's request, not
+    with its own claim's); ``usage`` what the picks took of counter sets and
+    shared capacity, on top of what other claims hold.
     """
 
-    def __init__(self, inventory: Inventory, sharing: Sharing, node: NodeInfo, taken: set[DeviceId], own: set[str]):
+    def __init__(self, inventory: Inventory, sharing: Sharing, node: NodeInfo, taken: Taken, own: set[str]):
         self.inventory = inventory
         self.sharing = sharing
         self.node = node
@@ -541,26 +553,43 @@ class _Placement:
         self.usage = Usage()
         self.claim_picks: list[Picked] = []  # the current claim's, for its constraints
         self.plain = not sharing.ledger.accounted  # no partitions or shared devices at all: the common case
+        self._untouched = {k: set(v) for k, v in taken.items()}
+        # A request that fits nowhere on the node before the Pod took anything: no search can place the Pod.
+        self.hopeless = False
+
+    def _free_of_pod(self, analysis: RequestAnalysis, ask: DeviceAsk, device: AdvertisedDevice) -> bool:
+        takers = self.taken.get(device.id)
+        return not takers or (ask.admin_access and analysis.claim_uid not in takers)
 
     def try_ask(self, analysis: RequestAnalysis, ask: DeviceAsk, pick: bool = True) -> AskOnNode:
         matches = analysis.reachable_matches(ask, self.node)
+        refused = [d for d in matches if d.pool_refusal is not None] if self.inventory.refuses_any else []
+        if refused:  # the allocator takes nothing from a pool being updated or invalid
+            matches = [d for d in matches if d.pool_refusal is None]
         taken = self.taken
-        matching = [d for d in matches if d.id not in taken]
-        if self.usage and not ask.admin_access:
+        if ask.admin_access:
+            matching = [d for d in matches if self._free_of_pod(analysis, ask, d)]
+        else:
+            matching = [d for d in matches if d.id not in taken]
+        if self.usage:
             matching = [d for d in matching if not self._taken_by_pod(analysis, ask, d)]
         result = AskOnNode(
             ask, self.node.name, Stage.NO_MATCH, ask.count, matching, len(matches) - len(matching)
         )
+        if refused:
+            pools = self.inventory.pools
+            result.refused_pools = [pools[k] for k in dict.fromkeys((d.driver, d.pool) for d in refused) if k in pools]
         if not analysis.matches(ask):
             return result
         if ask.mode == "All":
-            result.needed = len(matching)
-            result.incomplete_pools = _incomplete_pools(matching)
-        if not matching or len(matching) < result.needed or result.incomplete_pools:
+            # Every matching device the node reads, those the Pod's other requests took included; the allocator
+            # also refuses "All" on a node reading any pool being updated or invalid, matching or not.
+            result.needed = len(matches)
+            result.refused_pools = self.inventory.refused_pools(self.node)
+        if not matching or len(matching) < result.needed or (ask.mode == "All" and result.refused_pools):
             result.stage = Stage.TOO_FEW
             return result
-        if not ask.admin_access:  # adminAccess may use a device next to its holder
-            self._find_unavailable(analysis, ask, result)
+        self._find_unavailable(analysis, ask, result)
         free = [d for d in matching if d.id not in result.held and d.id not in result.short]
         if len(free) < result.needed or (ask.mode == "All" and (result.held or result.short)):
             result.stage = Stage.IN_USE
@@ -582,7 +611,8 @@ class _Placement:
         holders = self.inventory.holders
         for device in result.matching:
             accounted = not self.plain and self.sharing.accounted(device)
-            if not accounted or not device.shareable:
+            # adminAccess may use a device next to its holder, but still takes its counters and capacity
+            if (not accounted or not device.shareable) and not ask.admin_access:
                 holder = holders.get(device.id)
                 if holder is not None and uid_of(holder) not in self.own:
                     result.held[device.id] = holder
@@ -610,24 +640,30 @@ class _Placement:
 
     def taker(self, choice: Choice, device: AdvertisedDevice) -> Callable[[], None] | None:
         analysis, ask = choice.handle
-        if device.id in self.taken:
+        if not self._free_of_pod(analysis, ask, device):
             return None
-        take = self._take_of(analysis, ask, device, self.usage) if not ask.admin_access else None
-        if take is not None and not take.empty:
+        take = self._take_of(analysis, ask, device, self.usage)
+        if not take.empty:
             if self.sharing.shortage(device, take, self.usage) is not None:
                 return None
             self.usage.add(take, device)
         exclusive = not device.shareable
         if exclusive:
-            self.taken.add(device.id)
+            self._take(device, analysis.claim_uid)
 
         def undo() -> None:
-            if take is not None and not take.empty:
+            if not take.empty:
                 self.usage.add(take, device, sign=-1)
             if exclusive:
-                self.taken.discard(device.id)
+                takers = self.taken[device.id]
+                takers.discard(analysis.claim_uid)
+                if not takers:
+                    del self.taken[device.id]
 
         return undo
+
+    def _take(self, device: AdvertisedDevice, claim_uid: str) -> None:
+        self.taken.setdefault(device.id, set()).add(claim_uid)
 
     def _pick(self, analysis: RequestAnalysis, ask: DeviceAsk, result: AskOnNode) -> None:
         constraints = applying(analysis.constraints, ask.name)
@@ -635,7 +671,8 @@ class _Placement:
         accounted = not self.plain and any(self.sharing.accounted(d) for d in result.usable)
         if not constraints and not accounted:
             result.picked = result.usable[: result.needed]  # nothing can conflict: the first ones
-            self.taken.update(d.id for d in result.picked)
+            for device in result.picked:
+                self._take(device, analysis.claim_uid)
         else:
             outcome = search([[choice]], constraints, self.taker, self.claim_picks)
             if outcome.picks is None:
@@ -646,6 +683,14 @@ class _Placement:
             result.picked = outcome.picks[0][1]
         self.claim_picks += [(ask.name, d) for d in result.picked]
 
+    def _saved(self) -> tuple[Taken, Usage]:
+        return {k: set(v) for k, v in self.taken.items()}, self.usage.copy()
+
+    def _restore(self, taken: Taken, usage: Usage) -> None:
+        self.taken.clear()
+        self.taken.update(taken)
+        self.usage = usage
+
     def place_claim(self, analyses: Sequence[RequestAnalysis]) -> list[AskOnNode]:
         """The claim's requests in order, each the first alternative that fits (firstAvailable).
 
@@ -653,23 +698,21 @@ class _Placement:
         since an earlier request's other choice may let a later one fit.
         """
         constrained = any(a.constraints for a in analyses)
-        before = (set(self.taken), self.usage.copy()) if constrained else None
+        before = self._saved() if constrained else None
         self.claim_picks = []
         asks = [self._place_request(a) for a in analyses]
         if before is not None and any(a.stage < Stage.FITS for a in asks) and any(a.conflict for a in asks):
-            after = (set(self.taken), self.usage.copy(), list(self.claim_picks))
-            self.taken.clear()
-            self.taken.update(before[0])
-            self.usage = before[1]
+            after, picks = self._saved(), list(self.claim_picks)
+            self._restore(*before)
             whole = self._search_claim(analyses)
             if whole is not None:
                 return whole
-            self.taken.clear()
-            self.taken.update(after[0])
-            self.usage, self.claim_picks = after[1], after[2]
+            self._restore(*after)
+            self.claim_picks = picks
         return asks
 
     def _place_request(self, analysis: RequestAnalysis) -> AskOnNode:
+        untouched = not self.usage and self.taken == self._untouched
         best: AskOnNode | None = None
         for ask in analysis.request.alternatives:
             tried = self.try_ask(analysis, ask)
@@ -678,31 +721,112 @@ class _Placement:
             if tried.stage == Stage.FITS:
                 break  # firstAvailable: the first subrequest that fits wins
         assert best is not None
+        self.hopeless |= untouched and best.stage < Stage.FITS
         return best
 
     def _search_claim(self, analyses: Sequence[RequestAnalysis]) -> list[AskOnNode] | None:
+        placed = self.place_together([analyses])
+        if placed is not None:
+            self.claim_picks = [(on_node.ask.name, d) for on_node in placed for d in on_node.picked]
+        return placed
+
+    def place_together(
+        self, per_claim: Sequence[Sequence[RequestAnalysis]], in_order: bool = False
+    ) -> list[AskOnNode] | None:
+        """Every request of the claims searched together, as the allocator searches a Pod's: an earlier request
+        (of the claim or of an earlier claim) may have to take other devices than the first that fit, or another
+        subrequest, for a later one to fit. The placed asks, or None when no combination is found.
+
+        ``in_order`` follows the allocator's own path, device by device in its order, where the path decides more
+        than whether a combination exists: an "All" request that breaks a constraint ends the search there. Then
+        the asks are returned failed at that request (``Conflict.gave_up``).
+        """
         slots: list[list[Choice]] = []
-        tried: dict[str, AskOnNode] = {}
-        for analysis in analyses:
-            choices = []
-            for ask in analysis.request.alternatives:
-                on_node = tried[ask.name] = self.try_ask(analysis, ask, pick=False)
-                if on_node.stage == Stage.FITS:
-                    choices.append(Choice(ask.name, on_node.needed, on_node.usable, (analysis, ask)))
-            if not choices:
-                return None
-            slots.append(choices)
-        constraints = analyses[0].constraints
-        outcome = search(slots, constraints, self.taker)
+        tried: dict[int, AskOnNode] = {}  # by the ask's identity: two claims may name requests alike
+        for scope, analyses in enumerate(per_claim):
+            for analysis in analyses:
+                choices = []
+                for ask in analysis.request.alternatives:
+                    on_node = tried[id(ask)] = self.try_ask(analysis, ask, pick=False)
+                    choice = self._choice(analysis, ask, on_node, scope, in_order)
+                    if choice is not None:
+                        choices.append(choice)
+                if not choices:
+                    return None
+                slots.append(choices)
+        if not in_order and not _enough_devices(slots):
+            return None
+        outcome = search(slots, (), self.taker)
+        if outcome.gave_up is not None:
+            if not in_order:
+                return None  # off the allocator's path: no combination found, which is all this search says
+            choice, constraint = outcome.gave_up
+            failed = tried[id(choice.handle[1])]
+            failed.stage = Stage.TOO_FEW
+            failed.conflict = Conflict(constraint, gave_up=True)
+            return [failed]
         if outcome.picks is None:
             return None
         placed = []
         for choice, devices in outcome.picks:
-            on_node = tried[choice.ask_name]
+            on_node = tried[id(choice.handle[1])]
             on_node.picked = devices
             placed.append(on_node)
-        self.claim_picks = [(c.ask_name, d) for c, devices in outcome.picks for d in devices]
         return placed
+
+    def _choice(
+        self, analysis: RequestAnalysis, ask: DeviceAsk, on_node: AskOnNode, scope: int, in_order: bool
+    ) -> Choice | None:
+        handle, constraints = (analysis, ask), analysis.constraints
+        if ask.mode != "All":
+            if on_node.stage < Stage.FITS:
+                return None
+            usable = sorted(on_node.usable, key=_search_order) if in_order else on_node.usable
+            return Choice(ask.name, on_node.needed, usable, handle, scope, constraints)
+        if on_node.stage == Stage.FITS:
+            every = sorted(on_node.usable, key=_search_order) if in_order else on_node.usable
+            return Choice(ask.name, len(every), every, handle, scope, constraints, every=True)
+        if not in_order or on_node.stage < Stage.TOO_FEW or on_node.refused_pools or not analysis.matches(ask):
+            return None
+        # Not every device is free, but the allocator only finds out at the first that is not, in its order, and
+        # may meet one that breaks a constraint before.
+        every = sorted(self._all_of(analysis, ask, on_node), key=_search_order)
+        if not every:
+            return None
+        blocked = frozenset(on_node.held) | frozenset(on_node.short) | frozenset(on_node.tainted)
+        return Choice(ask.name, len(every), every, handle, scope, constraints, every=True, blocked=blocked)
+
+    def _all_of(self, analysis: RequestAnalysis, ask: DeviceAsk, on_node: AskOnNode) -> list[AdvertisedDevice]:
+        """Every device an "All" ask wants on the node, with what keeps any of them from it (held, short, tainted)."""
+        every = [d for d in analysis.reachable_matches(ask, self.node) if d.pool_refusal is None]
+        if on_node.stage == Stage.TOO_FEW:  # the Pod's allocated claims took some: see why the others would fail
+            probe = AskOnNode(ask, self.node.name, Stage.TOO_FEW, len(every), every)
+            self._find_unavailable(analysis, ask, probe)
+            on_node.held, on_node.short = probe.held, probe.short
+            for device in every:
+                taints = blocking_taints(device, ask.tolerations)
+                if taints and device.id not in probe.held and device.id not in probe.short:
+                    on_node.tainted[device.id] = taints
+        return every
+
+
+def _search_order(device: AdvertisedDevice) -> tuple[str, str, str, int]:
+    return device.search_order
+
+
+def _enough_devices(slots: Sequence[Sequence[Choice]]) -> bool:
+    """Whether the requests that need devices of their own could get that many from all their candidates together.
+
+    Cheap, and it spares the search the common hopeless case (more requests than devices); requests that may
+    share a device (adminAccess, allowMultipleAllocations) are left to the search.
+    """
+    needed, candidates = 0, set[DeviceId]()
+    for choices in slots:
+        if any(c.handle[1].admin_access or any(d.shareable for d in c.candidates) for c in choices):
+            continue
+        needed += min(c.needed for c in choices)
+        candidates.update(d.id for c in choices for d in c.candidates)
+    return needed <= len(candidates)
 
 
 def analyze_request(
@@ -739,7 +863,9 @@ def simulate(
     analyses = [a for group in per_claim for a in group]
     own = {uid_of(c) for c in claims} | set(sibling_claims)
     held_by_siblings = {
-        d for d, holder in inventory.holders.items() if uid_of(holder) in own and not _shared(inventory, d)
+        d: uid_of(holder)
+        for d, holder in inventory.holders.items()
+        if uid_of(holder) in own and not _shared(inventory, d)
     }
     sharing = Sharing(ledger_of(inventory), {uid_of(c) for c in claims})
     allowed = set(nodes) if nodes is not None else None
@@ -747,13 +873,50 @@ def simulate(
     if allowed is not None:
         known = {n.name for n in inventory.nodes}
         candidates += [NodeInfo(n) for n in sorted(allowed - known)]
+    alls = [(a, ask) for a in analyses for ask in a.request.alternatives if ask.mode == "All"]
+    # An "All" request under a constraint ends the allocator's search where it breaks the constraint, so then
+    # only the allocator's own path through the Pod's requests says whether they fit.
+    in_order = any(applying(a.constraints, ask.name) for a, ask in alls)
     fits = []
     for node in candidates:
-        placement = _Placement(inventory, sharing, node, set(held_by_siblings), own)
+        placement = _Placement(inventory, sharing, node, {d: {uid} for d, uid in held_by_siblings.items()}, own)
         asks = [on_node for group in per_claim if group for on_node in placement.place_claim(group)]
+        refusing = _refusing_all(placement, analyses, asks) if alls else None
+        if refusing is not None:
+            asks = refusing
+        elif in_order or (not placement.hopeless and any(a.stage < Stage.FITS for a in asks)):
+            fresh = _Placement(inventory, sharing, node, {d: {uid} for d, uid in held_by_siblings.items()}, own)
+            placed = fresh.place_together(per_claim, in_order)
+            if placed is not None and placed[0].stage < Stage.FITS:
+                asks = _in_place(asks, placed[0], analyses)  # the allocator gave up on the node there
+            elif placed is not None:
+                asks = placed
         fits.append(NodeFit(node.name, asks))
     pinned = sorted(allowed) if allowed is not None else None
     return Simulation(analyses, fits, [ns_name(c)[1] for c in claims], pinned)
+
+
+def _refusing_all(
+    placement: _Placement, analyses: list[RequestAnalysis], asks: list[AskOnNode]
+) -> list[AskOnNode] | None:
+    """The asks with an "All" one failed in its request's place, when the node reads a pool the allocator refuses.
+
+    The allocator sizes every "All" request and subrequest of the Pod before its search, and fails the node
+    there when a pool it reads is being updated or invalid, even for a subrequest it would not have come to.
+    """
+    if not placement.inventory.refused_pools(placement.node):
+        return None
+    for analysis in analyses:
+        for ask in analysis.request.alternatives:
+            if ask.mode == "All":
+                return _in_place(asks, placement.try_ask(analysis, ask, pick=False), analyses)
+    return None
+
+
+def _in_place(asks: list[AskOnNode], failed: AskOnNode, analyses: list[RequestAnalysis]) -> list[AskOnNode]:
+    """The asks with ``failed`` in place of its request's."""
+    mine = next(a.request.alternatives for a in analyses if any(failed.ask is alt for alt in a.request.alternatives))
+    return [failed if any(a.ask is alt for alt in mine) else a for a in asks]
 
 
 def _shared(inventory: Inventory, device_id: DeviceId) -> bool:

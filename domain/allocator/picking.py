@@ -18,19 +18,31 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from domain.allocator.constraints import Constraint, Picked, violated
-from domain.inventory.devices import AdvertisedDevice
+from domain.inventory.devices import AdvertisedDevice, DeviceId
 
 BUDGET = 20_000  # device placements tried per search
 
 
 @dataclass(frozen=True, eq=False)
 class Choice:
-    """One way to satisfy a request: an ask, how many devices, from which candidates (in order)."""
+    """One way to satisfy a request: an ask, how many devices, from which candidates (in order).
+
+    Constraints are a claim's: a search over several claims gives each choice its claim (``scope``) and that
+    claim's constraints, which then span only the devices picked for the same claim.
+
+    A choice of ``every`` candidate (``allocationMode: All``) takes them in order as the allocator does: the first
+    one ``blocked`` (held, short or tainted) or not free for the Pod fails the choice, and the first one that breaks
+    a constraint ends the whole search, since the allocator gives up on the node there (an error, not a no-fit).
+    """
 
     ask_name: str
     needed: int
     candidates: Sequence[AdvertisedDevice]
     handle: Any = None  # the caller's ask
+    scope: int = 0
+    constraints: Sequence[Constraint] | None = None  # None: the search's
+    every: bool = False
+    blocked: frozenset[DeviceId] = frozenset()
 
 
 # Tries to take a device for a choice: an undo when it fits, None when it does not.
@@ -43,6 +55,11 @@ class Outcome:
     constraint_rejections: Counter[Constraint] = field(default_factory=Counter)
     take_rejections: int = 0
     exhausted: bool = False
+    gave_up: tuple[Choice, Constraint] | None = None  # an "All" choice broke a constraint: the allocator errs
+
+    @property
+    def stopped(self) -> bool:
+        return self.exhausted or self.gave_up is not None
 
     @property
     def found(self) -> bool:
@@ -64,7 +81,7 @@ class _Search:
         self.slots = slots
         self.constraints = constraints
         self.take = take
-        self.picked: list[Picked] = list(earlier)
+        self.picked: dict[int, list[Picked]] = {0: list(earlier)}  # per scope
         self.budget = budget
         self.outcome = Outcome(None)
 
@@ -72,10 +89,43 @@ class _Search:
         if index == len(self.slots):
             return []
         for choice in self.slots[index]:
-            found = self.devices(index, choice, 0, [])
-            if found is not None or self.outcome.exhausted:
+            found = self.every(index, choice, []) if choice.every else self.devices(index, choice, 0, [])
+            if found is not None or self.outcome.stopped:
                 return found
         return None
+
+    def every(
+        self, index: int, choice: Choice, chosen: list[AdvertisedDevice]
+    ) -> list[tuple[Choice, list[AdvertisedDevice]]] | None:
+        if len(chosen) == len(choice.candidates):
+            rest = self.request(index + 1)
+            return None if rest is None else [(choice, list(chosen)), *rest]
+        self.budget -= 1
+        if self.budget < 0:
+            self.outcome.exhausted = True
+            return None
+        device = choice.candidates[len(chosen)]
+        if device.id in choice.blocked:
+            return None
+        undo = self.take(choice, device)
+        if undo is None:
+            self.outcome.take_rejections += 1
+            return None
+        constraints = self.constraints if choice.constraints is None else choice.constraints
+        picked = self.picked.setdefault(choice.scope, [])
+        broken = violated(constraints, picked, choice.ask_name, device) if constraints else None
+        if broken is not None:
+            undo()
+            self.outcome.gave_up = (choice, broken)
+            return None
+        chosen.append(device)
+        picked.append((choice.ask_name, device))
+        found = self.every(index, choice, chosen)
+        if found is None:
+            picked.pop()
+            chosen.pop()
+            undo()
+        return found
 
     def devices(
         self, index: int, choice: Choice, start: int, chosen: list[AdvertisedDevice]
@@ -84,13 +134,15 @@ class _Search:
             rest = self.request(index + 1)
             return None if rest is None else [(choice, list(chosen)), *rest]
         still = choice.needed - len(chosen)
+        constraints = self.constraints if choice.constraints is None else choice.constraints
+        picked = self.picked.setdefault(choice.scope, [])
         for position in range(start, len(choice.candidates) - still + 1):
             self.budget -= 1
             if self.budget < 0:
                 self.outcome.exhausted = True
                 return None
             device = choice.candidates[position]
-            broken = violated(self.constraints, self.picked, choice.ask_name, device) if self.constraints else None
+            broken = violated(constraints, picked, choice.ask_name, device) if constraints else None
             if broken is not None:
                 self.outcome.constraint_rejections[broken] += 1
                 continue
@@ -99,14 +151,14 @@ class _Search:
                 self.outcome.take_rejections += 1
                 continue
             chosen.append(device)
-            self.picked.append((choice.ask_name, device))
+            picked.append((choice.ask_name, device))
             found = self.devices(index, choice, position + 1, chosen)
             if found is not None:
                 return found  # keep what the solution took
-            self.picked.pop()
+            picked.pop()
             chosen.pop()
             undo()
-            if self.outcome.exhausted:
+            if self.outcome.stopped:
                 return None
         return None
 

@@ -60,6 +60,7 @@ from domain.inventory.devices import (
     allocated_devices,
     allocation,
     allocation_node,
+    allocations_nodes,
     is_allocated,
 )
 
@@ -409,10 +410,9 @@ def _bypass_problem(ctx: PodContext, lc: ClaimLifecycle) -> str | None:
 
 def _pinned_nodes(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> list[str] | None:
     """Nodes the Pod can still go to: where its allocated claims already are (and DRA serves its extended resources)."""
-    nodes: set[str] | None = None
+    allocated = [lc.pod_claim.claim for lc in lifecycles if lc.devices and lc.pod_claim.claim is not None]
+    nodes = allocations_nodes(allocated, ctx.inventory.nodes)
     for lc in lifecycles:
-        if lc.devices and lc.node:
-            nodes = {lc.node} if nodes is None else nodes & {lc.node}
         extended = lc.pod_claim.extended
         if extended is not None and extended.nodes is not None:
             nodes = set(extended.nodes) if nodes is None else nodes & set(extended.nodes)

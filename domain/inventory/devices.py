@@ -14,6 +14,7 @@ from typing import Any
 
 from domain.cluster.state import ClusterState, Object, meta, ns_name, uid_of
 from domain.cluster.timefmt import earliest, parse_time
+from domain.inventory.pools import pool_problem
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device)
 
@@ -132,6 +133,13 @@ class AdvertisedDevice:
     generation: int
     pool_complete: bool
     extra_taints: tuple[Mapping[str, Any], ...] = ()  # from DeviceTaintRules
+    pool_problem: str | None = None  # why the allocator refuses the device's whole pool (domain.inventory.pools)
+    slice_index: int = 0  # its place in its slice's list
+
+    @property
+    def search_order(self) -> tuple[str, str, str, int]:
+        """Where the allocator meets the device in its search: by pool, slice name, place in the slice."""
+        return (self.driver, self.pool, self.slice_name, self.slice_index)
 
     @property
     def id(self) -> DeviceId:
@@ -157,6 +165,13 @@ class AdvertisedDevice:
     def taints(self) -> list[Mapping[str, Any]]:
         own = [t for t in self.entry.get("taints") or () if isinstance(t, dict)]
         return own + list(self.extra_taints)
+
+    @property
+    def pool_refusal(self) -> str | None:
+        """Why the allocator takes nothing from the device's pool, so not the device either; None when it does."""
+        if self.pool_complete and self.pool_problem is None:
+            return None
+        return refusal(self.pool, self.pool_complete, self.pool_problem)
 
     @property
     def shareable(self) -> bool:
@@ -268,29 +283,74 @@ def _rule_taints(rules: list[Object], device_id: DeviceId) -> tuple[Mapping[str,
     out = []
     for rule in rules:
         spec = _spec(rule)
-        sel = spec.get("deviceSelector") or {}
+        sel = spec.get("deviceSelector")
+        if not isinstance(sel, dict):
+            continue  # a rule without a selector taints no device (an empty selector taints every device)
         wanted = (sel.get("driver"), sel.get("pool"), sel.get("device"))
         if all(w is None or w == have for w, have in zip(wanted, device_id, strict=True)):
             out.append(spec["taint"])
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class PoolState:
+    """A pool as the allocator judges it before taking anything from it: whole, valid, and where it is read."""
+
+    driver: str
+    name: str
+    complete: bool  # every slice its current generation declares is published
+    problem: str | None  # why it is invalid (domain.inventory.pools)
+    reaches: tuple[Reach, ...]  # of its slices, or of each device where the slice selects nodes per device
+
+    @property
+    def refused(self) -> bool:
+        return not self.complete or self.problem is not None
+
+    def targets(self, node: NodeInfo) -> bool:
+        return any(r.includes(node) for r in self.reaches)
+
+    def why(self, with_driver: bool = False) -> str:
+        """Why the allocator refuses the pool; ``with_driver`` names its driver too (for a request of another)."""
+        name = f"{self.name} of driver {self.driver}" if with_driver else self.name
+        return refusal(name, self.complete, self.problem) or ""
+
+
+def refusal(pool: str, complete: bool, problem: str | None) -> str | None:
+    """Why the allocator takes nothing from a pool, as a verdict says it; None when it does."""
+    if problem is not None:
+        return f"pool {pool} is invalid ({problem})"
+    if not complete:
+        return f"pool {pool} is being updated (not all of its slices are published)"
+    return None
+
+
 def advertised_devices(state: ClusterState) -> list[AdvertisedDevice]:
     """Every device the newest generation of each pool advertises, sorted by (driver, pool, name)."""
+    return _advertised(state)[0]
+
+
+def _advertised(state: ClusterState) -> tuple[list[AdvertisedDevice], dict[tuple[str, str], PoolState]]:
     rules = _taint_rules(state)
     devices: dict[DeviceId, AdvertisedDevice] = {}
+    pools: dict[tuple[str, str], PoolState] = {}
     for (driver, pool), slices in current_slices(state).items():
         declared = max(int((_spec(s).get("pool") or {}).get("resourceSliceCount") or 1) for s in slices)
         complete = len(slices) >= declared
+        problem = pool_problem(slices)
+        reaches: list[Reach] = []
         for slice_obj in slices:
             spec = _spec(slice_obj)
-            for raw in spec.get("devices") or ():
+            if not spec.get("perDeviceNodeSelection"):
+                reaches.append(_reach(spec, {}))
+            for index, raw in enumerate(spec.get("devices") or ()):
                 if not isinstance(raw, dict) or not raw.get("name"):
                     continue
                 body = _device_body(raw)
                 device_id = (driver, pool, str(body["name"]))
+                if spec.get("perDeviceNodeSelection"):
+                    reaches.append(_reach(spec, body))
                 if device_id in devices:
-                    continue  # a pool listing a name twice is invalid; the first copy wins
+                    continue  # a pool listing a name twice is invalid (pool_problem says so); the first copy stays
                 devices[device_id] = AdvertisedDevice(
                     driver=driver,
                     pool=pool,
@@ -303,8 +363,12 @@ def advertised_devices(state: ClusterState) -> list[AdvertisedDevice]:
                     generation=_generation(slice_obj),
                     pool_complete=complete,
                     extra_taints=_rule_taints(rules, device_id),
+                    pool_problem=problem,
+                    slice_index=index,
                 )
-    return [devices[k] for k in sorted(devices)]
+        distinct = {(r.node_name, r.all_nodes, repr(r.node_selector)): r for r in reaches}  # a selector is a dict
+        pools[(driver, pool)] = PoolState(driver, pool, complete, problem, tuple(distinct.values()))
+    return [devices[k] for k in sorted(devices)], pools
 
 
 # --- claims and what they hold ---------------------------------------------------------------------
@@ -372,6 +436,29 @@ def allocation_node(claim: Object, nodes: Iterable[NodeInfo] = ()) -> str | None
     return matching[0] if len(matching) == 1 else None
 
 
+def allocation_nodes(claim: Object, nodes: Iterable[NodeInfo]) -> set[str] | None:
+    """The nodes a Pod using the claim can still go to (the scheduler's Filter): the one its allocation's
+    nodeSelector names, else those of ``nodes`` it matches (maybe none); None when it has no selector (any node)."""
+    selector = (allocation(claim) or {}).get("nodeSelector")
+    if not isinstance(selector, dict):
+        return None
+    named = allocation_node(claim)
+    if named is not None:
+        return {named}
+    return {n.name for n in nodes if node_selector_matches(selector, n)}
+
+
+def allocations_nodes(claims: Iterable[Object], nodes: Iterable[NodeInfo]) -> set[str] | None:
+    """The nodes every one of the allocated claims can be used from (``allocation_nodes``); None: any node."""
+    known = list(nodes)
+    found: set[str] | None = None
+    for claim in claims:
+        allowed = allocation_nodes(claim, known)
+        if allowed is not None:
+            found = allowed if found is None else found & allowed
+    return found
+
+
 def allocated_devices(claim: Object, nodes: Iterable[NodeInfo] = ()) -> list[AllocatedDevice]:
     alloc = allocation(claim) or {}
     results = (alloc.get("devices") or {}).get("results") or ()
@@ -414,7 +501,9 @@ class Inventory:
     nodes: list[NodeInfo]
     holders: dict[DeviceId, Object]
     by_id: dict[DeviceId, AdvertisedDevice] = field(default_factory=dict)
+    pools: dict[tuple[str, str], PoolState] = field(default_factory=dict)
     _presence: dict[frozenset[str], tuple[str | None, list[dict[str, Any]]]] = field(default_factory=dict, repr=False)
+    _refused: list[PoolState] | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, state: ClusterState) -> Inventory:
@@ -426,13 +515,14 @@ class Inventory:
         cached = state.derived.get("inventory")
         if isinstance(cached, Inventory) and cached.state is state:
             return cached
-        devices = advertised_devices(state)
+        devices, pools = _advertised(state)
         inventory = cls(
             state=state,
             devices=devices,
             nodes=cluster_nodes(state),
             holders=device_holders(state),
             by_id={d.id: d for d in devices},
+            pools=pools,
         )
         state.derived["inventory"] = inventory
         return inventory
@@ -444,12 +534,24 @@ class Inventory:
         cached = state.derived.get("inventory")
         if isinstance(cached, Inventory) and cached.state is state:
             return cached
-        inventory = Inventory(state, self.devices, self.nodes, device_holders(state), self.by_id)
+        inventory = Inventory(state, self.devices, self.nodes, device_holders(state), self.by_id, self.pools)
         state.derived["inventory"] = inventory
         return inventory
 
     def drivers(self) -> set[str]:
         return {d.driver for d in self.devices}
+
+    @property
+    def refuses_any(self) -> bool:
+        """Whether the allocator refuses any pool of the inventory (mostly not: then no device needs a look)."""
+        refused = self._refused
+        if refused is None:
+            refused = self._refused = [p for p in self.pools.values() if p.refused]
+        return bool(refused)
+
+    def refused_pools(self, node: NodeInfo) -> list[PoolState]:
+        """Pools the node reads that the allocator refuses: incomplete or invalid."""
+        return [p for p in self._refused or () if p.targets(node)] if self.refuses_any else []
 
     def presence(self, drivers: frozenset[str]) -> tuple[str | None, list[dict[str, Any]]]:
         """The oldest slice creation and per-driver device and pool counts of ``drivers``' devices

@@ -149,13 +149,15 @@ def share_of(device: AdvertisedDevice, requests: Mapping[str, Quantity]) -> Amou
     """What one allocation for ``requests`` consumes of the device's capacities.
 
     Devices without allowMultipleAllocations are not shared: a capacity request
-    only says the device must have that much (as a selector would).
+    only says the device must have that much (as a selector would). A request
+    names a capacity as the device spells it: the allocator does not read
+    ``memory`` as ``<driver>/memory`` there, as CEL does.
     """
     capacities = device_capacities(device)
+    for name, amount in requests.items():
+        if name not in device.capacity:
+            return Unfit(device, qualified(name, device.driver), amount, f"has no {name}")
     wanted = {qualified(k, device.driver): v for k, v in requests.items()}
-    for name, amount in wanted.items():
-        if name not in capacities:
-            return Unfit(device, name, amount, f"has no {short_name(name, device.driver)}")
     if not device.shareable:
         for name, amount in wanted.items():
             value = capacities[name][0]
