@@ -160,6 +160,10 @@ CLAIMLINE_PAGE_SIZE = env_int("CLAIMLINE_PAGE_SIZE", 500, minimum=1)
 CLAIMLINE_REQUEST_TIMEOUT = env_float("CLAIMLINE_REQUEST_TIMEOUT", 30.0, minimum=0.1)
 CLAIMLINE_MAX_RETRIES = env_int("CLAIMLINE_MAX_RETRIES", 3, minimum=0)
 # How many recently read snapshots each web process keeps loaded (0: none).
+# A selector someone types (playground, /api/match-devices, match-devices): seconds of CEL evaluation per
+# request, and the memory a forked evaluation of a dear one may take (domain/allocator/limits.py).
+CLAIMLINE_SELECTOR_SECONDS = env_float("CLAIMLINE_SELECTOR_SECONDS", 2.0, minimum=0.1)
+CLAIMLINE_SELECTOR_MEMORY_MB = env_int("CLAIMLINE_SELECTOR_MEMORY_MB", 512, minimum=64)
 CLAIMLINE_HISTORY_CACHE = env_int("CLAIMLINE_HISTORY_CACHE", 2, minimum=0)
 # in-process: `manage.py serve` runs collections in a thread (the embedded default);
 # celery: beat schedules them and the web process only reads.

@@ -18,11 +18,11 @@ from collector.history_reader import StoredHistory, collection_health
 from collector.models import Snapshot
 from collector.recent_history import ReadError, open_history
 from collector.snapshot_runs import snapshots_document
+from dashboard.selector_limits import match_devices_typed
 from derived.reading import claims_read, explain_read, metrics_read
 from derived.reports import audit_read, leaks_read
 from derived.thresholds import leak_thresholds
-from domain.allocator.cel import SelectorCompileError
-from domain.allocator.matching import match_devices
+from domain.allocator.cel import SelectorCompileError, SelectorLimitExceeded
 from domain.cluster.timefmt import rfc3339
 from domain.verdicts.explain import PodNotFound
 
@@ -101,9 +101,11 @@ def api_match_devices(request: HttpRequest, history: StoredHistory) -> Any:
     if not expression.strip():
         return _error(400, "pass expression=CEL")
     try:
-        found = match_devices(history.state, expression, request.GET.get("class") or None)
+        found = match_devices_typed(history.state, expression, request.GET.get("class") or None)
     except SelectorCompileError as exc:
         return _error(400, f"the expression does not compile: {exc}")
+    except SelectorLimitExceeded as exc:
+        return _error(422, f"the expression was stopped: {exc}")
     except LookupError as exc:
         return _error(404, str(exc))
     # Devices other teams' claims hold are unavailable, but whose they are is not said.

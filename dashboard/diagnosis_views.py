@@ -14,10 +14,10 @@ from collector.models import ObjectVersion
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
 from dashboard.clusters import cluster_or_404
+from dashboard.selector_limits import match_devices_typed
 from dashboard.views import render_page
 from derived.reading import explain_read
-from domain.allocator.cel import SelectorCompileError
-from domain.allocator.matching import match_devices
+from domain.allocator.cel import SelectorCompileError, SelectorLimitExceeded
 from domain.boundaries.judgement import BOUNDARIES, is_device_check
 from domain.verdicts.explain import PodNotFound
 
@@ -121,11 +121,13 @@ def playground(request: HttpRequest, cluster: str) -> HttpResponse:
     context["classes"] = sorted(o["metadata"]["name"] for o in history.state.of_kind("DeviceClass"))
     if expression:
         try:
-            found = match_devices(history.state, expression, class_name)
+            found = match_devices_typed(history.state, expression, class_name)
             # As /api/match-devices: the holders of unavailable devices are redacted for a team member.
             context["result"] = redactor_of(request.user, history).matches(found)
         except SelectorCompileError as exc:
             context["error"] = f"The expression does not compile: {exc}"
+        except SelectorLimitExceeded as exc:
+            context["error"] = f"The expression was stopped: {exc}"
         except LookupError as exc:
             context["error"] = str(exc)
     return render_page(request, "dashboard/playground.html", context, "results")

@@ -22,29 +22,54 @@ canonical, so CEL's own ``==`` compares them numerically. Where the checker
 cannot see the type (attribute values are ``dyn``), that map shows through:
 ``size()``, ``in`` and macros on a quantity or semver act on the map instead
 of failing as in Kubernetes.
+
+Regular expressions are RE2's, as Go's regexp is for Kubernetes: linear in the text, no
+backreferences or lookaround. ``matches()`` is the C++ runtime's (RE2 already); ``find()`` and
+``findAll()`` use google-re2 with Go's ``FindString``/``FindAllString`` semantics. A literal pattern
+that is no RE2 does not compile, with Kubernetes' message; a computed one fails on the device.
+
+Each compiled selector carries Kubernetes' estimate of its worst-case cost (``cel_cost``). The
+C++ runtime cannot count cost as it goes, so a selector estimated over ``COST_LIMIT`` (which the
+API server refuses to store) fails on every device with the scheduler's "actual cost limit
+exceeded" instead of running: the same answer wherever Kubernetes' actual cost reaches the limit,
+which is where the estimate is tight; a stored selector whose estimate is over the limit but whose
+actual cost would stay under it (Kubernetes estimates ``["a", "b"].join(",")`` at 2^64/10) errs here
+and not there. ``evaluation_budget`` bounds the CPU time of evaluations (``limits``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import re
-from collections.abc import Callable, Iterable, Mapping
+import struct
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import re2
 import yaml
 from cel_expr_python import cel as _cel
 from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 
+from domain.allocator.cel_cost import COST_LIMIT, Checked, estimate_cost, parse_checked
 from domain.cluster.quantity import DECIMAL_EXPONENT, Quantity, QuantityError
 from domain.cluster.semver import Semver, SemverError
 
 __all__ = [
+    "COST_LIMIT",
     "CompiledSelector",
     "Device",
+    "EvaluationBudget",
     "SelectorCompileError",
+    "SelectorCostError",
     "SelectorEvaluationError",
+    "SelectorLimitExceeded",
+    "SelectorTimeLimit",
     "compile_selector",
+    "evaluation_budget",
 ]
 
 QUANTITY_TYPE = "kubernetes.Quantity"
@@ -65,8 +90,66 @@ class SelectorCompileError(ValueError):
     """The expression is not a valid DRA selector."""
 
 
+class SelectorCostError(SelectorCompileError):
+    """The selector's estimated cost exceeds Kubernetes' limit: the API server rejects it."""
+
+
 class SelectorEvaluationError(ValueError):
     """Evaluating the selector against one device failed."""
+
+
+class SelectorLimitExceeded(Exception):
+    """Evaluation went past a limit the caller set for all of it (time, memory): not an answer
+    about one device, so it stops everything that was being evaluated."""
+
+
+class SelectorTimeLimit(SelectorLimitExceeded):
+    """Evaluating selectors took more time than the budget allows."""
+
+
+class EvaluationBudget:
+    """How much CPU time CEL evaluation may take, summed over every evaluation made while it is
+    current (``evaluation_budget``): checked before each one, so an evaluation begun in time
+    finishes. CPU time of the evaluating thread, not wall-clock time: what the selector costs,
+    whatever else the machine is doing.
+
+    ``shared``, when given, mirrors the CPU seconds spent and, during an evaluation, the process's
+    CPU time when it began (two doubles), for another process to watch.
+    """
+
+    __slots__ = ("seconds", "shared", "spent")
+
+    def __init__(self, seconds: float, shared: Any = None) -> None:
+        self.seconds = seconds
+        self.spent = 0.0
+        self.shared = shared
+
+    def begin(self) -> float:
+        if self.spent > self.seconds:
+            raise SelectorTimeLimit(f"the selector took more than {self.seconds:g} s of CPU time to evaluate")
+        if self.shared is not None:
+            struct.pack_into("dd", self.shared, 0, self.spent, time.process_time())
+        return time.thread_time()
+
+    def end(self, started: float) -> None:
+        self.spent += time.thread_time() - started
+        if self.shared is not None:
+            struct.pack_into("dd", self.shared, 0, self.spent, 0.0)
+
+
+_BUDGET: contextvars.ContextVar[EvaluationBudget | None] = contextvars.ContextVar("cel_budget", default=None)
+
+
+@contextlib.contextmanager
+def evaluation_budget(seconds: float, shared: Any = None) -> Iterator[EvaluationBudget]:
+    """Evaluations inside may take ``seconds`` of CPU time in all; past that the next one raises
+    SelectorTimeLimit."""
+    budget = EvaluationBudget(seconds, shared)
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
 
 
 class _NoSuchOverload(Exception):
@@ -257,28 +340,147 @@ def _fn_includes(target: Any, arg: Any) -> bool:
     return _cel_equal(target, arg)
 
 
+# Regular expressions: RE2 (google-re2), as Go's regexp that Kubernetes uses is: linear in the
+# text, no backreferences or lookaround. The C++ runtime's matches() is RE2 already; find() and
+# findAll() are Claimline's and run here.
+
+# RE2's error codes, as Go's regexp/syntax words them ("error parsing regexp: <code>: `<arg>`").
+_GO_REGEXP_ERRORS = {
+    "invalid escape sequence": "invalid escape sequence",
+    "invalid character class": "invalid character class",
+    "invalid character class range": "invalid character class range",
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    "unexpected )": "unexpected )",
+    "trailing \\": "trailing backslash at end of expression",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "invalid UTF-8": "invalid UTF-8",
+    "invalid named capture group": "invalid named capture",
+    "pattern too large - compile failed": "expression too large",
+    "pattern too large - reverse compile failed": "expression too large",
+}
+
+
+def regexp_error(re2_message: str, pattern: str) -> str:
+    """An RE2 error message (``missing ): (``) in the words of Go's regexp, which Kubernetes reports:
+    ``error parsing regexp: missing closing ): `(```."""
+    code, sep, arg = re2_message.partition(": ")
+    if code not in _GO_REGEXP_ERRORS:
+        code, arg = re2_message, pattern
+    elif not sep:
+        arg = ""
+    return f"error parsing regexp: {_GO_REGEXP_ERRORS.get(code, code)}: `{arg}`"
+
+
+class RegexpError(ValueError):
+    """The pattern is not an RE2 (Go regexp) expression; the message is Go's."""
+
+
+@functools.lru_cache(maxsize=1)
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # errors are reported, not logged to stderr
+    return options
+
+
+def _go_only_errors(pattern: str, re2_message: str | None) -> str | None:
+    """Where Go's parser, which Kubernetes uses, disagrees with RE2's: ``\\C`` (any byte) is RE2's
+    alone, and Go reads ``(?<=``/``(?<!`` as a named capture gone wrong."""
+    if re2_message is None:
+        i = 0
+        while i < len(pattern) - 1:
+            if pattern.startswith("\\Q", i):
+                end = pattern.find("\\E", i + 2)
+                if end < 0:
+                    break
+                i = end + 2
+            elif pattern[i] == "\\":
+                if pattern[i + 1] == "C":
+                    return "error parsing regexp: invalid escape sequence: `\\C`"
+                i += 2
+            else:
+                i += 1
+        return None
+    code, _, arg = re2_message.partition(": ")
+    if code == "invalid perl operator" and arg[:4] in ("(?<=", "(?<!") and arg in pattern:
+        rest = pattern[pattern.index(arg) :]
+        end = rest.find(">")
+        return f"error parsing regexp: invalid named capture: `{rest if end < 0 else rest[: end + 1]}`"
+    return None
+
+
 @functools.lru_cache(maxsize=256)
-def _regex(pattern: str) -> re.Pattern[str]:
+def compile_regexp(pattern: str) -> Any:
+    """The pattern compiled by RE2 (UTF-8, leftmost-first like Go); raises RegexpError."""
     try:
-        return re.compile(pattern)
-    except re.error as e:
+        compiled = re2.compile(pattern.encode("utf-8", "surrogatepass"), _re2_options())
+    except re2.error as e:
+        detail = e.args[0] if e.args else str(e)
+        if isinstance(detail, bytes):
+            detail = detail.decode("utf-8", "replace")
+        message = str(detail)
+        raise RegexpError(_go_only_errors(pattern, message) or regexp_error(message, pattern)) from None
+    if "\\C" in pattern:
+        go_error = _go_only_errors(pattern, None)
+        if go_error is not None:
+            raise RegexpError(go_error)
+    return compiled
+
+
+def _regex(pattern: str) -> Any:
+    try:
+        return compile_regexp(pattern)
+    except RegexpError as e:
         raise ValueError(f"Illegal regex: {e}") from None
 
 
+def _utf8_width(lead: int) -> int:
+    if lead < 0xC0:
+        return 1
+    if lead < 0xE0:
+        return 2
+    if lead < 0xF0:
+        return 3
+    return 4
+
+
+def _find_all(regexp: Any, text: bytes, n: int) -> list[str]:
+    """Go's Regexp.FindAllString: successive non-overlapping matches, an empty match right after
+    the previous match ignored, at most ``n`` of them (all when ``n`` < 0)."""
+    found: list[str] = []
+    end = len(text)
+    pos, prev_end = 0, -1
+    while pos <= end and (n < 0 or len(found) < n):
+        m = regexp.search(text, pos)
+        if m is None:
+            break
+        start, stop = m.span()
+        accept = True
+        if stop == pos:  # an empty match
+            if start == prev_end:
+                accept = False
+            pos += _utf8_width(text[pos]) if pos < end else 1
+        else:
+            pos = stop
+        prev_end = stop
+        if accept:
+            found.append(text[start:stop].decode("utf-8", "surrogatepass"))
+    return found
+
+
 def _fn_find(s: str, pattern: str) -> str:
-    m = _regex(pattern).search(s)
-    return m.group(0) if m else ""
+    m = _regex(pattern).search(s.encode("utf-8", "surrogatepass"))
+    return m.group().decode("utf-8", "surrogatepass") if m else ""
 
 
 def _fn_find_all(s: str, pattern: str, n: int = -1) -> list[str]:
+    regexp = _regex(pattern)
     if n == 0:
         return []
-    found = []
-    for m in _regex(pattern).finditer(s):
-        found.append(m.group(0))
-        if len(found) == n:
-            break
-    return found
+    return _find_all(regexp, s.encode("utf-8", "surrogatepass"), n)
 
 
 # ---------------------------------------------------------------------------
@@ -618,6 +820,7 @@ _STATUS_SUFFIX = re.compile(r" \[[A-Z_]+\]$")
 _MISSING_KEY = re.compile(r'Key not found in map : "((?:[^"\\]|\\.)*)"$')
 _MISSING_KEY_ANY = re.compile(r"Key not found in map : (.*)$", re.DOTALL)
 _NO_OVERLOAD = re.compile(r"No matching overloads found : (.*)$", re.DOTALL)
+_INVALID_REGEX = "invalid regular expression: "
 
 
 def _compile_message(error: Exception) -> str:
@@ -627,6 +830,9 @@ def _compile_message(error: Exception) -> str:
 
 def _runtime_message(raw: str) -> str:
     text = _STATUS_PREFIX.sub("", raw.strip())
+    if text.startswith(_INVALID_REGEX):
+        # matches() with a pattern computed at run time: Kubernetes (cel-go) says Go's words.
+        return regexp_error(_STATUS_SUFFIX.sub("", text[len(_INVALID_REGEX) :]), "")
     m = _MISSING_KEY.search(text)
     if m:
         return f"no such key: {m.group(1)}"
@@ -710,22 +916,46 @@ def _position(expression: str, offset: int) -> str:
 
 
 class CompiledSelector:
-    """A compiled selector; use ``compile_selector`` to get one (it is cached)."""
+    """A compiled selector; use ``compile_selector`` to get one (it is cached).
 
-    __slots__ = ("_program", "expression")
+    ``max_cost`` is Kubernetes' estimate of its worst-case cost (``cel_cost``). A selector over
+    ``COST_LIMIT`` is not evaluated: each device gets the error the scheduler's cost limit gives.
+    """
 
-    def __init__(self, expression: str, program: _cel.Expression) -> None:
+    __slots__ = ("_program", "expression", "max_cost")
+
+    def __init__(self, expression: str, program: _cel.Expression, max_cost: int = 0) -> None:
         self.expression = expression
         self._program = program
+        self.max_cost = max_cost
 
     def __repr__(self) -> str:
         return f"CompiledSelector({self.expression!r})"
+
+    @property
+    def within_cost_limit(self) -> bool:
+        return self.max_cost <= COST_LIMIT
+
+    def require_within_cost_limit(self) -> None:
+        """What the API server says of a new selector over the cost limit: raises SelectorCostError."""
+        if not self.within_cost_limit:
+            raise SelectorCostError(
+                f"too complex, exceeds cost limit: the estimated cost {self.max_cost} exceeds Kubernetes' "
+                f"CEL cost limit of {COST_LIMIT}, so the API server would reject it"
+            )
 
     def matches(self, device: Device) -> bool:
         """Whether the device is selected; raises SelectorEvaluationError on a CEL runtime error."""
         prepared = device._cel_input()
         if prepared.error is not None:
             raise SelectorEvaluationError(prepared.error)
+        if self.max_cost > COST_LIMIT:
+            # The scheduler stops an evaluation at the limit; this one could get there, and the
+            # C++ runtime cannot count, so it is not started (cel_cost: how that can differ).
+            raise SelectorEvaluationError(
+                f"operation cancelled: actual cost limit exceeded (Kubernetes' CEL cost limit is {COST_LIMIT}; "
+                f"this selector's estimated cost is {self.max_cost})"
+            )
         value, is_error = self._eval(prepared.data)
         filled: list[str] = []
         while is_error and len(filled) < _MAX_DOMAIN_RETRIES:
@@ -751,8 +981,16 @@ class CompiledSelector:
         return value
 
     def _eval(self, data: dict[str, Any]) -> tuple[Any, bool]:
+        budget = _BUDGET.get()
         try:
-            result = self._program.eval(data=data)
+            if budget is None:
+                result = self._program.eval(data=data)
+            else:
+                started = budget.begin()
+                try:
+                    result = self._program.eval(data=data)
+                finally:
+                    budget.end(started)
         except RuntimeError as e:  # conversion problems surface as exceptions
             raise SelectorEvaluationError(_runtime_message(str(e))) from None
         value = result.value()
@@ -765,7 +1003,12 @@ class CompiledSelector:
 
 @functools.lru_cache(maxsize=1024)
 def compile_selector(expression: str) -> CompiledSelector:
-    """Compile a DRA selector expression; raises SelectorCompileError."""
+    """Compile a DRA selector expression; raises SelectorCompileError.
+
+    A selector over Kubernetes' cost limit compiles (a stored one is evaluated as the scheduler
+    does: it fails on every device); ``require_within_cost_limit`` says what the API server says
+    of a new one.
+    """
     if not isinstance(expression, str):
         raise SelectorCompileError(f"expression must be a string, not {type(expression).__name__}")
     size = len(expression.encode())
@@ -784,11 +1027,46 @@ def compile_selector(expression: str) -> CompiledSelector:
         raise SelectorCompileError(
             f"compilation failed: ERROR: {_position(expression, offset)}: undefined field '{name}'"
         )
+    ast = parse_checked(checked.serialize())
+    _check_regex_literals(expression, ast)
     try:
         program = _runtime_env().compile(expression, disable_check=True)
     except RuntimeError as e:
         raise SelectorCompileError(_compile_message(e)) from None
-    return CompiledSelector(expression, program)
+    return CompiledSelector(expression, program, estimate_cost(ast).max)
+
+
+_MATCHES = frozenset({"matches", "matches_string"})
+_FINDS = frozenset({"string_find_string", "string_find_all_string", "string_find_all_string_int"})
+
+
+def _check_regex_literals(expression: str, ast: Checked) -> None:
+    """Literal patterns that are no RE2 (Go regexp), reported where Kubernetes reports them: for
+    matches() cel-go's regex literal validator (a compile error at the pattern), for find() and
+    findAll() their program-creation optimisation."""
+    for node in ast.expr.walk():
+        if node.kind != "call":
+            continue
+        overloads = set(ast.overloads.get(node.id, ()))
+        if overloads & _MATCHES:
+            pattern = node.args[0] if node.target is not None else (node.args[1] if len(node.args) > 1 else None)
+        elif overloads & _FINDS and node.target is not None and node.args:
+            pattern = node.args[0]
+        else:
+            continue
+        if pattern is None or pattern.kind != "literal" or pattern.literal != "string":
+            continue
+        try:
+            compile_regexp(pattern.value)
+        except RegexpError as e:
+            if overloads & _MATCHES:
+                line, column = ast.location(pattern)
+                source = expression.split("\n")[line - 1] if expression else ""
+                raise SelectorCompileError(
+                    f"compilation failed: ERROR: <input>:{line}:{column}: invalid matches argument\n"
+                    f" | {source}\n | {'.' * (column - 1)}^"
+                ) from None
+            raise SelectorCompileError(f"program instantiation failed: {e}") from None
 
 
 def _checked_type_name(t: _cel.Type) -> str:

@@ -5,8 +5,8 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from dashboard.management.commands._output import HistoryCommand
-from domain.allocator.cel import SelectorCompileError
-from domain.allocator.matching import match_devices
+from dashboard.selector_limits import match_devices_typed
+from domain.allocator.cel import SelectorCompileError, SelectorLimitExceeded
 
 
 class Command(HistoryCommand):
@@ -20,9 +20,11 @@ class Command(HistoryCommand):
     def handle(self, *args: object, **options: Any) -> None:
         history = self.history(options)
         try:
-            doc = match_devices(history.state, str(options["expression"]), options["device_class"])
+            doc = match_devices_typed(history.state, str(options["expression"]), options["device_class"])
         except SelectorCompileError as exc:
             raise CommandError(f"the expression does not compile: {exc}") from None
+        except SelectorLimitExceeded as exc:
+            raise CommandError(f"the expression was stopped: {exc}") from None
         except LookupError as exc:
             raise CommandError(str(exc)) from None
         self.emit(options, doc, self._text)
