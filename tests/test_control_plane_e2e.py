@@ -4,9 +4,11 @@ kube-controller-manager (tests/control_plane.py) decide; Claimline collects thro
 Each case builds its own Node (its status set through the API, as a kubelet would: no kubelet runs), a
 ResourceSlice of two GPUs (driver gpu.example.com) and a DeviceClass that selects only that node's devices, so
 the cases do not see each other's devices. The real scheduler allocates (or reports why it cannot) and binds;
-the real resourceclaim controller makes claims from templates and releases them. Then Claimline must say what
-the cluster holds, with the designed reason and the scheduler's own words. What the components wrote is kept in
-tests/fixtures/real/ (rewritten with CLAIMLINE_RECORD_REAL=1) so unit tests can quote real wording.
+the real resourceclaim controller makes claims from templates and releases them; the device-taint-eviction
+controller evicts the holder of a device tainted NoExecute (an expected failure until Claimline derives
+device-taint-eviction). Then Claimline must say what the cluster holds, with the designed reason and the
+scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
+CLAIMLINE_RECORD_REAL=1) so unit tests can quote real wording.
 
 Skipped when scripts/build-control-plane has not built the binaries (it needs Go).
 """
@@ -119,7 +121,7 @@ def add_claim(plane: ControlPlane, case: str, name: str, request: dict[str, Any]
 
 
 def add_pod(plane: ControlPlane, case: str, name: str, claim: str | None = None,
-            template: str | None = None) -> dict[str, Any]:
+            template: str | None = None, grace: int = 0) -> dict[str, Any]:
     source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
     pod: dict[str, Any] = plane.api.create(f"/api/v1/namespaces/e2e-{case}/pods", {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
@@ -127,7 +129,7 @@ def add_pod(plane: ControlPlane, case: str, name: str, claim: str | None = None,
             "containers": [{"name": "cuda", "image": "registry.example/cuda-check:12",
                             "resources": {"claims": [{"name": "gpu"}]}}],
             "resourceClaims": [{"name": "gpu", **source}],
-            "terminationGracePeriodSeconds": 0,
+            "terminationGracePeriodSeconds": grace,
         }})
     return pod
 
@@ -338,3 +340,38 @@ def test_a_template_claim_is_made_allocated_and_released(control_plane: ControlP
     collect(real)
     gone = explain("template", "job-1")
     assert re.search(r"the Pod was deleted at ", gone["verdict"]["message"]), gone["verdict"]
+
+
+def test_a_noexecute_device_taint_evicts_the_holder(control_plane: ControlPlane, real: ClusterSource) -> None:
+    """The device-taint-eviction controller deletes a Pod whose device gets a NoExecute taint it does not
+    tolerate. With a grace period and no kubelet the Pod stays terminating, its claim still allocated."""
+    api = control_plane.api
+    add_gpu_node(control_plane, "evict")
+    add_claim(control_plane, "evict", "one-gpu", exactly("evict"))
+    add_pod(control_plane, "evict", "victim", claim="one-gpu", grace=30)
+    _pod, claim = wait_bound(control_plane, "evict", "victim", "one-gpu")
+    device = claim["status"]["allocation"]["devices"]["results"][0]["device"]
+    path = f"{RESOURCE}/resourceslices/n-evict-{DRIVER}"
+    inventory = api.get(path)
+    for advertised in inventory["spec"]["devices"]:
+        if advertised["name"] == device:
+            advertised["taints"] = [{"key": "example.com/ecc", "value": "uncorrectable", "effect": "NoExecute"}]
+    api.request("PUT", path, inventory)
+
+    def evicted() -> dict[str, Any] | None:
+        got: dict[str, Any] = api.get(pod_path("evict", "victim"))
+        return got if got["metadata"].get("deletionTimestamp") else None
+
+    pod = wait_for("the eviction", evicted, timeout=30)
+    disruption = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    events = api.get("/api/v1/namespaces/e2e-evict/events", fieldSelector="reason=DeviceTaintManagerEviction")
+    record("evict", condition=disruption, events=[{k: e.get(k) for k in (
+        "type", "reason", "message", "action", "reportingComponent", "involvedObject")} for e in events["items"]])
+    assert disruption["reason"] == "DeletionByDeviceTaintManager"
+
+    collect(real)
+    verdict = explain("evict", "victim")["verdict"]
+    if verdict["reason"] != "device-taint-eviction":
+        pytest.xfail(f"Claimline does not derive device-taint-eviction yet (it says {verdict['reason']})")
+    assert verdict["boundary"] == "inventory"
+    assert device in verdict["message"] and "example.com/ecc" in verdict["message"], verdict
