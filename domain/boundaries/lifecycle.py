@@ -435,7 +435,11 @@ def _simulate_allocation(ctx: PodContext, lifecycles: list[ClaimLifecycle], pend
         since = _unscheduled_since(ctx, claim)
         if reason is not None:
             lc.boundaries["allocation"] = Boundary(
-                FAILED, since=since, evidence=evidence + scheduler, reason=reason, message=message
+                FAILED,
+                since=since,
+                evidence=evidence + scheduler,
+                reason=reason,
+                message=message + _scheduler_reported(ctx, condition=False),
             )
         elif (failed_binding := _binding_failure(ctx)) is not None:
             lc.boundaries["allocation"] = Boundary(
@@ -496,15 +500,20 @@ def _waiting_message(ctx: PodContext, lc: ClaimLifecycle, sim: Simulation) -> st
     if fit is not None:
         picked = ", ".join(d.label for a in fit.asks for d in a.picked)
         where = f", though its requests fit on {fit.node} ({picked})"
-    cond = pod_condition(ctx.pod, "PodScheduled")
+    said = _scheduler_reported(ctx, condition=True) or "; the scheduler has not reported on the Pod yet"
+    return f"claim {lc.name} is not allocated yet{where}{said}"
+
+
+def _scheduler_reported(ctx: PodContext, *, condition: bool) -> str:
+    """The scheduler's own words on the Pod, as a clause: its latest FailedScheduling event, else (when asked)
+    the PodScheduled=False condition's message; empty when it said neither."""
     failures = ctx.events_with(("FailedScheduling",))
     if failures:
         ev = failures[-1]
         count = event_count(ev)
         times = f"{count} times since" if count > 1 else "at"
-        said = f'; the scheduler reported "{quote(ev.get("message"))}" {times} {short_time(event_first(ev))}'
-    elif cond and cond.get("status") == "False" and cond.get("message"):
-        said = f'; the scheduler reported "{quote(cond.get("message"))}"'
-    else:
-        said = "; the scheduler has not reported on the Pod yet"
-    return f"claim {lc.name} is not allocated yet{where}{said}"
+        return f'; the scheduler reported "{quote(ev.get("message"))}" {times} {short_time(event_first(ev))}'
+    cond = pod_condition(ctx.pod, "PodScheduled")
+    if condition and cond and cond.get("status") == "False" and cond.get("message"):
+        return f'; the scheduler reported "{quote(cond.get("message"))}"'
+    return ""

@@ -1,0 +1,377 @@
+"""End to end against a real control plane: Kubernetes 1.37's kube-apiserver, kube-scheduler and
+kube-controller-manager (tests/control_plane.py) decide; Claimline collects through its kubeconfig and explains.
+
+Each case builds its own Node (its status set through the API, as a kubelet would: no kubelet runs), a
+ResourceSlice of two GPUs (driver gpu.example.com) and a DeviceClass that selects only that node's devices, so
+the cases do not see each other's devices. The real scheduler allocates (or reports why it cannot) and binds;
+the real resourceclaim controller makes claims from templates and releases them; the device-taint-eviction
+controller evicts the holder of a device tainted NoExecute (an expected failure until Claimline derives
+device-taint-eviction). Then Claimline must say what the cluster holds, with the designed reason and the
+scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
+CLAIMLINE_RECORD_REAL=1) so unit tests can quote real wording.
+
+Skipped when scripts/build-control-plane has not built the binaries (it needs Go).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from claimline.pipeline import collect_and_derive
+from collector.models import Snapshot
+from collector.sources import ClusterSource
+from tests.control_plane import ControlPlane, binaries_dir, wait_for
+
+pytestmark = [
+    pytest.mark.skipif(binaries_dir() is None, reason="control plane not built (scripts/build-control-plane)"),
+    pytest.mark.django_db,
+]
+
+DRIVER = "gpu.example.com"
+RESOURCE = "/apis/resource.k8s.io/v1"
+FIXTURES = Path(__file__).parent / "fixtures" / "real"
+RECORD = os.environ.get("CLAIMLINE_RECORD_REAL") == "1"
+# What the real components wrote, by case: saved to tests/fixtures/real/ when recording.
+OBSERVED: dict[str, dict[str, Any]] = {}
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
+    started = time.monotonic()
+    plane.start()
+    print(f"\ncontrol plane ready in {time.monotonic() - started:.1f} s: {plane.startup}")
+    try:
+        yield plane
+    finally:
+        plane.stop()
+        if RECORD and OBSERVED:
+            FIXTURES.mkdir(parents=True, exist_ok=True)
+            for case, strings in OBSERVED.items():
+                (FIXTURES / f"{case}.json").write_text(json.dumps(strings, indent=2, sort_keys=True) + "\n")
+
+
+@pytest.fixture
+def real(control_plane: ControlPlane) -> ClusterSource:
+    return ClusterSource("real", "kubeconfig", str(control_plane.kubeconfig))
+
+
+# -- objects, made the way users and kubelets make them --
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def add_gpu_node(plane: ControlPlane, case: str, taints: list[dict[str, str]] | None = None) -> str:
+    """Node ``n-<case>`` reporting Ready, a slice of two A100s for it and DeviceClass ``gpu-<case>``."""
+    api, node = plane.api, f"n-{case}"
+    api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": node, "labels": {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux"}}})
+    resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    stamp = now_rfc3339()
+    api.merge_patch(f"/api/v1/nodes/{node}/status", {"status": {
+        "capacity": resources, "allocatable": resources,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status",
+                        "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}],
+    }})
+    devices = []
+    for index in range(2):
+        device: dict[str, Any] = {
+            "name": f"gpu-{index}",
+            "attributes": {"model": {"string": "A100"}, "case": {"string": case}},
+            "capacity": {"memory": {"value": "80Gi"}},
+        }
+        if taints:
+            device["taints"] = taints
+        devices.append(device)
+    api.create(f"{RESOURCE}/resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}"},
+        "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                 "devices": devices}})
+    api.create(f"{RESOURCE}/deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": f"gpu-{case}"},
+        "spec": {"selectors": [{"cel": {"expression": (
+            f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].case == "{case}"')}}]}})
+    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"e2e-{case}"}})
+    return node
+
+
+def exactly(case: str, count: int = 1, **more: Any) -> dict[str, Any]:
+    return {"deviceClassName": f"gpu-{case}", "allocationMode": "ExactCount", "count": count, **more}
+
+
+def add_claim(plane: ControlPlane, case: str, name: str, request: dict[str, Any]) -> dict[str, Any]:
+    claim: dict[str, Any] = plane.api.create(f"{RESOURCE}/namespaces/e2e-{case}/resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}})
+    return claim
+
+
+def add_pod(plane: ControlPlane, case: str, name: str, claim: str | None = None,
+            template: str | None = None, grace: int = 0) -> dict[str, Any]:
+    source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
+    pod: dict[str, Any] = plane.api.create(f"/api/v1/namespaces/e2e-{case}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "containers": [{"name": "cuda", "image": "registry.example/cuda-check:12",
+                            "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", **source}],
+            "terminationGracePeriodSeconds": grace,
+        }})
+    return pod
+
+
+def pod_path(case: str, name: str) -> str:
+    return f"/api/v1/namespaces/e2e-{case}/pods/{name}"
+
+
+def claim_path(case: str, name: str) -> str:
+    return f"{RESOURCE}/namespaces/e2e-{case}/resourceclaims/{name}"
+
+
+def wait_bound(plane: ControlPlane, case: str, pod: str, claim: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Wait until the scheduler allocated ``claim`` and bound ``pod``; both as the API has them then."""
+    def done() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        got = plane.api.get(pod_path(case, pod))
+        held = plane.api.get(claim_path(case, claim))
+        if got["spec"].get("nodeName") and (held.get("status") or {}).get("allocation"):
+            return got, held
+        return None
+
+    found: tuple[dict[str, Any], dict[str, Any]] = wait_for(f"{case}/{pod} bound", done, timeout=30)
+    return found
+
+
+def wait_failed_scheduling(plane: ControlPlane, case: str, pod: str) -> dict[str, Any]:
+    """The scheduler's FailedScheduling event about ``pod`` (and its PodScheduled=False condition)."""
+    uid = plane.api.get(pod_path(case, pod))["metadata"]["uid"]
+
+    def seen() -> dict[str, Any] | None:
+        events = plane.api.get(f"/api/v1/namespaces/e2e-{case}/events",
+                               fieldSelector=f"involvedObject.uid={uid},reason=FailedScheduling")["items"]
+        condition = next((c for c in plane.api.get(pod_path(case, pod))["status"].get("conditions") or []
+                          if c["type"] == "PodScheduled" and c["status"] == "False"), None)
+        return {"event": events[-1], "condition": condition} if events and condition else None
+
+    found: dict[str, Any] = wait_for(f"FailedScheduling for {case}/{pod}", seen, timeout=30)
+    return found
+
+
+def collect(source: ClusterSource) -> Snapshot:
+    at = datetime.now(UTC)
+    snapshot = collect_and_derive(source, at, lambda: datetime.now(UTC))
+    assert snapshot.status == Snapshot.Status.OK, snapshot.error
+    return snapshot
+
+
+def explain(case: str, pod: str) -> dict[str, Any]:
+    out = StringIO()
+    call_command("explain", f"e2e-{case}/{pod}", "--json", "--cluster", "real", stdout=out)
+    doc: dict[str, Any] = json.loads(out.getvalue())
+    return doc
+
+
+def record(case: str, **strings: Any) -> None:
+    OBSERVED.setdefault(case, {}).update(strings)
+
+
+def scheduler_wording(failure: dict[str, Any]) -> dict[str, Any]:
+    """The FailedScheduling event as core/v1 serves it (the scheduler writes events.k8s.io/v1: no
+    firstTimestamp, lastTimestamp or count, an eventTime instead) and the PodScheduled condition."""
+    event = dict(failure["event"])
+    event["metadata"] = {k: v for k, v in event["metadata"].items() if k != "managedFields"}
+    return {"event": event, "condition": failure["condition"]}
+
+
+def allocation_results(claim: dict[str, Any]) -> list[tuple[str, str, str]]:
+    results = claim["status"]["allocation"]["devices"]["results"]
+    return sorted((r["driver"], r["pool"], r["device"]) for r in results)
+
+
+def claim_doc(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in doc["claims"] if c["name"] == name)
+
+
+# -- the cases --
+
+
+def test_the_scheduler_places_a_claim_and_claimline_shows_its_allocation(
+    control_plane: ControlPlane, real: ClusterSource
+) -> None:
+    node = add_gpu_node(control_plane, "fit")
+    add_claim(control_plane, "fit", "one-gpu", exactly("fit"))
+    add_pod(control_plane, "fit", "trainer", claim="one-gpu")
+    pod, claim = wait_bound(control_plane, "fit", "trainer", "one-gpu")
+    assert pod["spec"]["nodeName"] == node
+    held = allocation_results(claim)
+    assert len(held) == 1 and held[0][:2] == (DRIVER, node)
+    record("fit", allocation=claim["status"]["allocation"], reservedFor=claim["status"].get("reservedFor"),
+           podConditions=pod["status"].get("conditions"))
+
+    collect(real)
+    doc = explain("fit", "trainer")
+    allocation = claim_doc(doc, "one-gpu")["boundaries"]["allocation"]
+    assert allocation["state"] == "ok", allocation
+    shown = [e for e in allocation["evidence"] if e.get("kind") == "AllocationResult"]
+    assert sorted((e["driver"], e["pool"], e["device"]) for e in shown) == held
+    assert {(e["request"], e["node"], e["claim"]) for e in shown} == {("gpu", node, claim["metadata"]["uid"])}
+    # Bound, and no kubelet prepares anything: the next boundary waits.
+    assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
+    assert any(f"allocated {node}/{held[0][2]} on {node}" in e["what"] for e in doc["timeline"]), doc["timeline"]
+
+
+CANNOT_PLACE = [
+    # case, request, the reason Claimline must give
+    ("selector", {"selectors": [{"cel": {"expression": f'device.attributes["{DRIVER}"].model == "H100"'}}]},
+     "selector-unsatisfiable"),
+    ("count", {"count": 3}, "insufficient-devices"),
+]
+
+
+@pytest.mark.parametrize(("case", "ask", "reason"), CANNOT_PLACE, ids=[c[0] for c in CANNOT_PLACE])
+def test_claims_the_scheduler_cannot_place_get_the_designed_reason(
+    control_plane: ControlPlane, real: ClusterSource, case: str, ask: dict[str, Any], reason: str
+) -> None:
+    add_gpu_node(control_plane, case)
+    add_claim(control_plane, case, "gpus", exactly(case, **ask))
+    add_pod(control_plane, case, "waiter", claim="gpus")
+    failure = wait_failed_scheduling(control_plane, case, "waiter")
+    record(case, **scheduler_wording(failure))
+    assert_verdict(real, case, "waiter", reason, failure)
+
+
+def test_devices_held_by_another_claim(control_plane: ControlPlane, real: ClusterSource) -> None:
+    add_gpu_node(control_plane, "inuse")
+    add_claim(control_plane, "inuse", "both-gpus", exactly("inuse", count=2))
+    add_pod(control_plane, "inuse", "holder", claim="both-gpus")
+    wait_bound(control_plane, "inuse", "holder", "both-gpus")
+    add_claim(control_plane, "inuse", "one-gpu", exactly("inuse"))
+    add_pod(control_plane, "inuse", "waiter", claim="one-gpu")
+    failure = wait_failed_scheduling(control_plane, "inuse", "waiter")
+    record("inuse", **scheduler_wording(failure))
+    verdict = assert_verdict(real, "inuse", "waiter", "devices-in-use", failure)
+    assert "both-gpus" in verdict["message"]  # names the holder
+
+
+def test_tainted_devices_and_a_claim_that_tolerates_them(control_plane: ControlPlane, real: ClusterSource) -> None:
+    taint = {"key": "example.com/maintenance", "value": "firmware", "effect": "NoSchedule"}
+    add_gpu_node(control_plane, "tainted", taints=[taint])
+    add_claim(control_plane, "tainted", "intolerant", exactly("tainted"))
+    add_pod(control_plane, "tainted", "waiter", claim="intolerant")
+    failure = wait_failed_scheduling(control_plane, "tainted", "waiter")
+    record("tainted", **scheduler_wording(failure))
+    toleration = {"key": "example.com/maintenance", "operator": "Equal", "value": "firmware", "effect": "NoSchedule"}
+    add_claim(control_plane, "tainted", "tolerant", exactly("tainted", tolerations=[toleration]))
+    add_pod(control_plane, "tainted", "canary", claim="tolerant")
+    wait_bound(control_plane, "tainted", "canary", "tolerant")
+    assert_verdict(real, "tainted", "waiter", "devices-tainted", failure)
+    canary = explain("tainted", "canary")
+    assert claim_doc(canary, "tolerant")["boundaries"]["allocation"]["state"] == "ok", canary["verdict"]
+
+
+def assert_verdict(
+    source: ClusterSource, case: str, pod: str, reason: str, failure: dict[str, Any]
+) -> dict[str, Any]:
+    collect(source)
+    doc = explain(case, pod)
+    verdict: dict[str, Any] = doc["verdict"]
+    assert verdict["reason"] == reason, verdict
+    assert verdict["reason"] != "waiting-for-scheduler"
+    assert verdict["boundary"] == "allocation"
+    said = " ".join(failure["event"]["message"].split())
+    assert said in verdict["message"], (said, verdict["message"])
+    return verdict
+
+
+def test_a_template_claim_is_made_allocated_and_released(control_plane: ControlPlane, real: ClusterSource) -> None:
+    node = add_gpu_node(control_plane, "template")
+    api = control_plane.api
+    api.create(f"{RESOURCE}/namespaces/e2e-template/resourceclaimtemplates", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly("template")}]}}}})
+    add_pod(control_plane, "template", "job-0", template="one-gpu")
+
+    def generated() -> str | None:
+        statuses = api.get(pod_path("template", "job-0"))["status"].get("resourceClaimStatuses") or []
+        return statuses[0].get("resourceClaimName") if statuses else None
+
+    name: str = wait_for("the resourceclaim controller's claim", generated, timeout=30)
+    pod, claim = wait_bound(control_plane, "template", "job-0", name)
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == pod["metadata"]["uid"]
+    collect(real)
+    doc = explain("template", "job-0")
+    assert claim_doc(doc, name)["boundaries"]["allocation"]["state"] == "ok"
+
+    # The container ran to completion (a kubelet would say so): the controller releases the claim and deletes it.
+    api.merge_patch(f"{pod_path('template', 'job-0')}/status", {"status": {"phase": "Succeeded"}})
+    wait_for("the generated claim deleted", lambda: not api.exists(claim_path("template", name)), timeout=30)
+    collect(real)
+    timeline = [e["what"] for e in explain("template", "job-0")["timeline"]]
+    record("template", generatedClaim={"generateName": claim["metadata"].get("generateName"),
+                                       "annotations": claim["metadata"].get("annotations"),
+                                       "finalizers": claim["metadata"].get("finalizers")})
+    allocated = next(i for i, what in enumerate(timeline) if what.startswith(f"claim {name} allocated"))
+    released = next(i for i, what in enumerate(timeline) if what == f"claim {name} deleted")
+    assert allocated < released, timeline
+    assert f"on {node}" in timeline[allocated]
+
+    # Deleted outright, a Pod's generated claim goes too (the garbage collector follows its owner).
+    add_pod(control_plane, "template", "job-1", template="one-gpu")
+    wait_for("a claim for job-1", lambda: (api.get(pod_path("template", "job-1"))["status"].get(
+        "resourceClaimStatuses") or [{}])[0].get("resourceClaimName"), timeout=30)
+    second = api.get(pod_path("template", "job-1"))["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    wait_bound(control_plane, "template", "job-1", second)
+    collect(real)
+    api.delete(pod_path("template", "job-1"), grace_period=0)
+    wait_for("job-1's claim deleted", lambda: not api.exists(claim_path("template", second)), timeout=60)
+    collect(real)
+    gone = explain("template", "job-1")
+    assert re.search(r"the Pod was deleted at ", gone["verdict"]["message"]), gone["verdict"]
+
+
+def test_a_noexecute_device_taint_evicts_the_holder(control_plane: ControlPlane, real: ClusterSource) -> None:
+    """The device-taint-eviction controller deletes a Pod whose device gets a NoExecute taint it does not
+    tolerate. With a grace period and no kubelet the Pod stays terminating, its claim still allocated."""
+    api = control_plane.api
+    add_gpu_node(control_plane, "evict")
+    add_claim(control_plane, "evict", "one-gpu", exactly("evict"))
+    add_pod(control_plane, "evict", "victim", claim="one-gpu", grace=30)
+    _pod, claim = wait_bound(control_plane, "evict", "victim", "one-gpu")
+    device = claim["status"]["allocation"]["devices"]["results"][0]["device"]
+    path = f"{RESOURCE}/resourceslices/n-evict-{DRIVER}"
+    inventory = api.get(path)
+    for advertised in inventory["spec"]["devices"]:
+        if advertised["name"] == device:
+            advertised["taints"] = [{"key": "example.com/ecc", "value": "uncorrectable", "effect": "NoExecute"}]
+    api.request("PUT", path, inventory)
+
+    def evicted() -> dict[str, Any] | None:
+        got: dict[str, Any] = api.get(pod_path("evict", "victim"))
+        return got if got["metadata"].get("deletionTimestamp") else None
+
+    pod = wait_for("the eviction", evicted, timeout=30)
+    disruption = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    events = api.get("/api/v1/namespaces/e2e-evict/events", fieldSelector="reason=DeviceTaintManagerEviction")
+    record("evict", condition=disruption, events=[{k: e.get(k) for k in (
+        "type", "reason", "message", "action", "reportingComponent", "involvedObject")} for e in events["items"]])
+    assert disruption["reason"] == "DeletionByDeviceTaintManager"
+
+    collect(real)
+    verdict = explain("evict", "victim")["verdict"]
+    if verdict["reason"] != "device-taint-eviction":
+        pytest.xfail(f"Claimline does not derive device-taint-eviction yet (it says {verdict['reason']})")
+    assert verdict["boundary"] == "inventory"
+    assert device in verdict["message"] and "example.com/ecc" in verdict["message"], verdict
