@@ -162,7 +162,13 @@ BAD_DUMPS = {
         "aliases are not accepted",
     ),
     "bad.yaml": (b"kind: List\nitems: [\n", "not valid YAML"),
-    "deep.json": (b"[" * 5000 + b"]" * 5000, "not valid JSON"),
+    # Items are streamed (ijson), not parsed whole: the deep one is refused as the item it is.
+    "deep.json": (b"[" * 5000 + b"]" * 5000, "item 0 is a list, not a Kubernetes object"),
+    "deep-field.json": (
+        b'{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n", "uid": "u"}, "spec": {"x": '
+        + b"[" * 5000 + b"]" * 5000 + b"}}",
+        "cannot be stored as JSON",
+    ),
     "empty.json": (b"   \n", "empty file"),
     "blank.json": (b" \t\x0b\x0c\r\n", "empty file"),
 }

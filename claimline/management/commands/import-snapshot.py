@@ -3,11 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 from django.utils import timezone
 
 from claimline.pipeline import after_import
 from collector import history_writer as history
-from collector.dumps import DumpError, parse_dump_files
+from collector.dumps import DumpError, DumpReader
 from collector.management.commands._clusters import default_cluster_name
 from collector.timeparse import parse_rfc3339
 
@@ -26,18 +27,19 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         files: list[Path] = options["files"]  # type: ignore[assignment]
+        dump = DumpReader(files)
+        cluster_name = str(options["cluster"] or default_cluster_name())
         try:
-            dump = parse_dump_files(files)
-        except DumpError as exc:
+            dump.check()
+            # The dump is streamed into the snapshot's transaction: refused part-way, nothing of it stays.
+            with transaction.atomic():
+                cluster = history.get_cluster(cluster_name)
+                snapshot = history.start_snapshot(
+                    cluster, at, "import " + " ".join(p.name for p in files), started=timezone.now()
+                )
+                result = history.write_snapshot(snapshot, dump.objects(), dump.kinds, finished=timezone.now)
+        except (DumpError, history.SnapshotOrderError) as exc:
             raise CommandError(f"nothing imported: {exc}") from None
-        cluster = history.get_cluster(str(options["cluster"] or default_cluster_name()))
-        try:
-            snapshot = history.start_snapshot(
-                cluster, at, "import " + " ".join(p.name for p in files), started=timezone.now()
-            )
-        except history.SnapshotOrderError as exc:
-            raise CommandError(f"nothing imported: {exc}") from None
-        result = history.write_snapshot(snapshot, dump.objects, dump.kinds, finished=timezone.now())
         after_import(snapshot, timezone.now)
         ignored = ", ".join(f"{n} {k}" for k, n in sorted(dump.ignored.items()))
         self.stdout.write(
