@@ -1,7 +1,14 @@
-"""A ``HistoryView`` over stored versions: the bridge from the database to the domain."""
+"""A ``HistoryView`` over stored versions: the bridge from the database to the domain.
+
+Every stored version is read through ``readable``: one whose fields do not have the types the API
+defines (history written before ``collector.shapes`` checked them at the door) is skipped with a
+warning in the log, read as if it had never been stored: the version before it lasts until the one
+after it. So one bad object never breaks a page, and once a corrected object is stored, it is read.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -13,15 +20,54 @@ from django.db.models import Q
 
 from collector.kinds import KINDS
 from collector.models import Cluster, ObjectVersion, Snapshot
+from collector.shapes import shape_problem
 from domain.cluster.events import EventSubjects
 from domain.cluster.state import ClusterState, Object, Version, ns_name
 from domain.reports.metrics import CollectionHealth
 
 T = TypeVar("T")
 
+log = logging.getLogger("claimline.history")
+
 
 class NoSnapshot(LookupError):
     """The cluster has no usable snapshot at or before the asked time."""
+
+
+# Versions already warned about in this process, so a page read again does not repeat the warning.
+_WARNED: set[tuple[str, str, datetime]] = set()
+_WARNED_MAX = 10_000
+
+
+def decode_stored(kind: str, content: str) -> tuple[Object | None, str | None]:
+    """A stored version's object, or None and why it cannot be read: not a JSON object, or a field
+    whose type is not the one the API defines (``collector.shapes``), which the domain would trip over."""
+    try:
+        obj = orjson.loads(content)
+    except orjson.JSONDecodeError as exc:
+        return None, f"not JSON ({exc})"
+    if not isinstance(obj, dict):
+        return None, f"a {type(obj).__name__}, not an object"
+    problem = shape_problem(kind, obj)
+    return (None, problem) if problem else (obj, None)
+
+
+def readable(kind: str, uid: str, valid_from: datetime, content: str) -> Object | None:
+    """The stored version of ``kind`` ``uid`` from ``valid_from`` decoded, or None if it cannot be read
+    (``decode_stored``), warned about once per process."""
+    obj, problem = decode_stored(kind, content)
+    if obj is not None:
+        return obj
+    key = (kind, uid, valid_from)
+    if key not in _WARNED:
+        if len(_WARNED) >= _WARNED_MAX:
+            _WARNED.clear()
+        _WARNED.add(key)
+        log.warning(
+            "skipping the stored version of %s %s from %s, which cannot be read: %s",
+            kind, uid, valid_from.isoformat(), problem,
+        )
+    return None
 
 
 def latest_snapshot(cluster: Cluster, as_of: datetime | None = None) -> tuple[int, datetime]:
@@ -147,14 +193,23 @@ class StoredHistory:
 
     def _load_kind(self, kind: str) -> dict[str, Object]:
         rows = self._rows().filter(_as_of_filter(self._as_of), kind=kind, deleted=False)
-        return {uid: orjson.loads(content) for uid, content in rows.values_list("uid", "content").iterator(2000)}
+        out: dict[str, Object] = {}
+        unreadable: dict[str, datetime] = {}
+        for uid, at, content in rows.values_list("uid", "valid_from", "content").iterator(2000):
+            obj = readable(kind, uid, at, content)
+            if obj is None:
+                unreadable[uid] = at
+            else:
+                out[uid] = obj
+        out.update(standing_in(self._rows(), kind, unreadable))
+        return out
 
     def versions(self, kind: str, uid: str) -> list[Version]:
         by_uid = self._histories.get(kind)
         if by_uid is None:
             prefetched = self._prefetched.get(kind)
             if prefetched is not None and uid in prefetched:
-                return _decoded(prefetched[uid])
+                return _decoded(kind, uid, prefetched[uid])
             # Objects a caller named with ``prefetch`` do not count: a derivation that names what it
             # judges stays on batched and per-object queries, whatever the number of Pods.
             self._lookups[kind] = looked_up = self._lookups.get(kind, 0) + 1
@@ -165,10 +220,10 @@ class StoredHistory:
                     .order_by("valid_from")
                     .values_list("valid_from", "deleted", "content")
                 )
-                return _decoded(list(rows))
+                return _decoded(kind, uid, list(rows))
             by_uid = self._histories[kind] = self._history_of(kind)[kind]
         # Decoded per call, as from the database: callers get objects of their own.
-        return _decoded(by_uid.get(uid, ()))
+        return _decoded(kind, uid, by_uid.get(uid, ()))
 
     def prefetch(self, kind: str, uids: Iterable[str]) -> None:
         """Load the versions of these objects of ``kind`` now, in batched ``uid__in`` queries.
@@ -260,12 +315,19 @@ class StoredHistory:
         # Visible here but no longer there: ended after this snapshot, at or before the later one.
         ended = rows.filter(
             valid_from__lte=self._as_of, valid_to__gt=self._as_of, valid_to__lte=later._as_of, deleted=False
-        ).values_list("kind", "uid", "content")
+        ).values_list("kind", "uid", "valid_from", "content")
         rewound = {kind: dict(later._state.objects[kind]) for kind in loaded}
         for kind, uid in started.iterator(2000):
             rewound[kind].pop(uid, None)
-        for kind, uid, content in ended.iterator(2000):
-            rewound[kind][uid] = orjson.loads(content)
+        unreadable: dict[str, dict[str, datetime]] = {}
+        for kind, uid, at, content in ended.iterator(2000):
+            obj = readable(kind, uid, at, content)
+            if obj is None:
+                unreadable.setdefault(kind, {})[uid] = at
+            else:
+                rewound[kind][uid] = obj
+        for kind, gone in unreadable.items():
+            rewound[kind].update(standing_in(self._rows(), kind, gone))
         self._state.objects.update(rewound)
 
     def uids_named(self, kind: str, namespace: str, name: str) -> list[str]:
@@ -284,7 +346,9 @@ class StoredHistory:
         for uid, at, deleted, content in (
             rows.order_by("uid", "valid_from").values_list("uid", "valid_from", "deleted", "content").iterator(2000)
         ):
-            result.setdefault(uid, []).append(Version(at, None if deleted else orjson.loads(content)))
+            obj = None if deleted else readable(kind, uid, at, content)
+            if deleted or obj is not None:
+                result.setdefault(uid, []).append(Version(at, obj))
         return result
 
     def events_about(self, uids: Collection[str], pod_names: Collection[tuple[str, str]]) -> list[list[Version]]:
@@ -295,8 +359,38 @@ class StoredHistory:
         return self._events.about(uids, pod_names)
 
 
-def _decoded(rows: Iterable[tuple[datetime, bool, str]]) -> list[Version]:
-    return [Version(at, None if deleted else orjson.loads(content)) for at, deleted, content in rows]
+def _decoded(kind: str, uid: str, rows: Iterable[tuple[datetime, bool, str]]) -> list[Version]:
+    """One object's versions; an unreadable one is left out (the one before it lasts until the next)."""
+    out = []
+    for at, deleted, content in rows:
+        if deleted:
+            out.append(Version(at, None))
+        else:
+            obj = readable(kind, uid, at, content)
+            if obj is not None:
+                out.append(Version(at, obj))
+    return out
+
+
+def standing_in(rows: Any, kind: str, unreadable: dict[str, datetime]) -> dict[str, Object]:
+    """For objects whose version from the given time cannot be read, the readable version before it, which
+    lasts as if the unreadable one had never been stored (none when a deletion or nothing came before).
+    ``rows``: the cluster's versions. One query per such object: they are rare."""
+    out: dict[str, Object] = {}
+    for uid, before in unreadable.items():
+        earlier = (
+            rows.filter(kind=kind, uid=uid, valid_from__lt=before)
+            .order_by("-valid_from")
+            .values_list("valid_from", "deleted", "content")
+        )
+        for at, deleted, content in earlier.iterator(50):
+            if deleted:
+                break
+            obj = readable(kind, uid, at, content)
+            if obj is not None:
+                out[uid] = obj
+                break
+    return out
 
 
 def _deleted(rows: Any, kind: str) -> dict[str, tuple[datetime, Object]]:
@@ -304,12 +398,19 @@ def _deleted(rows: Any, kind: str) -> dict[str, tuple[datetime, Object]]:
     deletions are heads, and only the version each one ended is decoded."""
     gone = dict(rows.filter(kind=kind, deleted=True, valid_to__isnull=True).values_list("uid", "valid_from"))
     out: dict[str, tuple[datetime, Object]] = {}
+    unreadable: dict[str, datetime] = {}
     uids = sorted(gone)
     for start in range(0, len(uids), 2000):
         ended = rows.filter(kind=kind, deleted=False, uid__in=uids[start : start + 2000], valid_to__isnull=False)
-        for uid, valid_to, content in ended.values_list("uid", "valid_to", "content"):
+        for uid, valid_from, valid_to, content in ended.values_list("uid", "valid_from", "valid_to", "content"):
             if valid_to == gone[uid]:  # the version the deletion ended
-                out[uid] = (gone[uid], orjson.loads(content))
+                obj = readable(kind, uid, valid_from, content)
+                if obj is None:
+                    unreadable[uid] = valid_from
+                else:
+                    out[uid] = (gone[uid], obj)
+    for uid, obj in standing_in(rows, kind, unreadable).items():
+        out[uid] = (gone[uid], obj)
     return dict(sorted(out.items()))
 
 
@@ -329,7 +430,9 @@ def live_containing(cluster: Cluster, as_of: datetime, kind: str, text: str) -> 
     rows = ObjectVersion.objects.filter(
         _as_of_filter(as_of), cluster=cluster, kind=kind, deleted=False, content__contains=text
     )
-    return [orjson.loads(content) for content in rows.values_list("content", flat=True).iterator(2000)]
+    stored = rows.values_list("uid", "valid_from", "content").iterator(2000)
+    found = (readable(kind, uid, at, content) for uid, at, content in stored)
+    return [obj for obj in found if obj is not None]
 
 
 def namespaces_in_use(cluster: Cluster, as_of: datetime, among: Iterable[str] | None = None) -> set[str]:

@@ -8,7 +8,7 @@ the snapshot saw completely. Nothing is written for a snapshot that fails.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -71,15 +71,17 @@ def write_snapshot(
     snapshot: Snapshot,
     objects: Iterable[NormalizedObject],
     complete_kinds: Collection[str],
-    finished: datetime,
+    finished: datetime | Callable[[], datetime],
     problems: Collection[str] = (),
 ) -> WriteResult:
     """Store ``objects`` as the content of ``snapshot``; ``SnapshotOrderError`` (nothing written) when
     a later snapshot was stored since it started.
 
-    ``complete_kinds``: kinds listed completely, so their absent objects are
-    deleted. ``problems``: objects that could not be read; the run is recorded
-    as partial.
+    ``objects`` may be a stream (an import's): new versions are written a batch at a time as it is
+    consumed, and whatever it raises rolls everything back. ``complete_kinds``: kinds listed
+    completely, so their absent objects are deleted; it is read once ``objects`` is exhausted.
+    ``problems``: objects that could not be read; the run is recorded as partial. ``finished``: when
+    the run ended, or what tells it once the objects are written.
     """
     at = snapshot.at
     cluster_id = snapshot.cluster_id
@@ -96,12 +98,18 @@ def write_snapshot(
         }
         new_rows: list[ObjectVersion] = []
         superseded: list[int] = []
-        seen: set[tuple[str, str]] = set()
+        # The UIDs seen, by kind (a set of (kind, uid) pairs would cost a tuple per object).
+        seen: dict[str, set[str]] = {}
+        seen_count = versions_written = 0
         for obj in objects:
             key = obj.key
-            if key in seen:
+            uids = seen.get(obj.kind)
+            if uids is None:
+                uids = seen[obj.kind] = set()
+            if obj.uid in uids:
                 continue  # a list that repeats an object (paging across a change) stores it once
-            seen.add(key)
+            uids.add(obj.uid)
+            seen_count += 1
             head = heads.get(key)
             if head is not None and not head[2] and head[1] == obj.content_hash:
                 continue
@@ -120,13 +128,17 @@ def write_snapshot(
                     valid_from=at,
                 )
             )
-        versions_written = len(new_rows)
+            if len(new_rows) >= BATCH:
+                versions_written += len(new_rows)
+                ObjectVersion.objects.bulk_create(new_rows, batch_size=BATCH)
+                new_rows = []
+        versions_written += len(new_rows)
         deletions = 0
         complete = set(complete_kinds)
         if complete:
             names = _head_names(cluster_id, heads, seen, complete)
             for (kind, uid), (pk, _digest, deleted) in heads.items():
-                if deleted or kind not in complete or (kind, uid) in seen:
+                if deleted or kind not in complete or uid in seen.get(kind, ()):
                     continue
                 namespace, name = names[pk]
                 superseded.append(pk)
@@ -149,29 +161,29 @@ def write_snapshot(
         Snapshot.objects.filter(pk=snapshot.pk).update(
             status=Snapshot.Status.PARTIAL if problems else Snapshot.Status.OK,
             error="\n".join(problems)[:10000],
-            finished=finished,
-            objects_seen=len(seen),
+            finished=finished() if callable(finished) else finished,
+            objects_seen=seen_count,
             versions_written=versions_written,
             deletions=deletions,
         )
     snapshot.refresh_from_db()
     log.info(
         "snapshot %s of %s: %d objects, %d versions, %d deletions",
-        snapshot.pk, snapshot.cluster_id, len(seen), versions_written, deletions,
+        snapshot.pk, snapshot.cluster_id, seen_count, versions_written, deletions,
     )
-    return WriteResult(len(seen), versions_written, deletions)
+    return WriteResult(seen_count, versions_written, deletions)
 
 
 def _head_names(
     cluster_id: int,
     heads: dict[tuple[str, str], tuple[int, str, bool]],
-    seen: set[tuple[str, str]],
+    seen: dict[str, set[str]],
     complete: set[str],
 ) -> dict[int, tuple[str, str]]:
     """Namespace and name of the heads about to be deleted, fetched only for those."""
     gone = [
         pk for (kind, uid), (pk, _d, deleted) in heads.items()
-        if not deleted and kind in complete and (kind, uid) not in seen
+        if not deleted and kind in complete and uid not in seen.get(kind, ())
     ]
     names: dict[int, tuple[str, str]] = {}
     for start in range(0, len(gone), BATCH):

@@ -70,17 +70,20 @@ def uses_extended_resources(pod: dict[str, Any], extended: set[str] | frozenset[
 
 
 def events_about(events: list[Any], uids: set[str], claim_keys: set[tuple[str, str, str]]) -> list[Any]:
-    kept = []
-    for event in events:
-        involved = event.get("involvedObject") if isinstance(event, dict) else None
-        if not isinstance(involved, dict):
-            continue
-        uid = involved.get("uid")
-        key = (involved.get("kind"), involved.get("namespace") or "", involved.get("name") or "")
-        # Set lookups hash: a list or dict in a malformed event would raise TypeError.
-        if (isinstance(uid, str) and uid in uids) or (all(isinstance(k, str) for k in key) and key in claim_keys):
-            kept.append(event)
-    return kept
+    return [event for event in events if is_about(event, (uids,), claim_keys)]
+
+
+def is_about(event: Any, uid_sets: Iterable[set[str]], claim_keys: set[tuple[str, str, str]]) -> bool:
+    """Whether ``event`` is about an object whose UID is in one of ``uid_sets``, or about a claim of ``claim_keys``."""
+    involved = event.get("involvedObject") if isinstance(event, dict) else None
+    if not isinstance(involved, dict):
+        return False
+    uid = involved.get("uid")
+    # Set lookups hash: a list or dict in a malformed event would raise TypeError.
+    if isinstance(uid, str) and any(uid in uids for uids in uid_sets):
+        return True
+    key = (involved.get("kind"), involved.get("namespace") or "", involved.get("name") or "")
+    return all(isinstance(k, str) for k in key) and key in claim_keys
 
 
 def keep_relevant(by_kind: dict[str, list[Any]], listed: Iterable[str] | None = None) -> dict[str, list[Any]]:

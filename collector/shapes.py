@@ -1,116 +1,233 @@
-"""The field types Claimline's analysis relies on, checked once at the door.
+"""The field types of the objects Claimline stores, checked at the door and again when history is read.
 
-The API server validates objects against their schema, but a dump or a broken
-proxy may not: an object whose ``status.reservedFor`` is a number would be
-stored fine and then trip every report that reads it. Checking the few
-structural fields the domain walks keeps that failure at ingest, where it is
-reported with the object's name and the rest of the snapshot still lands.
+The API server validates objects against their schema, but a dump, a proxy or an old release of
+Claimline may not have: a claim whose ``spec.devices.requests[0].exactly`` is a string would be
+stored fine and then trip every page that reads it. Every field an object carries is checked
+against the type the Kubernetes API defines for it (the official client's models, kept in
+``api_types.json``: see ``collector.api_types``): objects, lists, maps, strings, integers,
+booleans and times, all the way down. A field the API does not define (a newer release's) and a
+field whose value is ``null`` (what Go reads as absent) pass; a ``null`` element of a list or
+value of a map does not.
+
+``shape_problem`` names the first misfit; ``normalize`` refuses such an object at ingest (a
+collection reports it and stores the rest, an import is refused), and ``history_reader`` skips a
+stored version that misfits (written before this check), so no page reads one.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from datetime import date
+from functools import cache
 from typing import Any
 
-# kind -> (path, type); "*" steps into every element of a list.
-_DICT, _LIST, _STR = dict, list, str
-SHAPES: dict[str, tuple[tuple[tuple[str, ...], type], ...]] = {
-    "*": (
-        (("metadata", "labels"), _DICT),
-        (("metadata", "annotations"), _DICT),
-        (("metadata", "ownerReferences"), _LIST),
-        (("metadata", "ownerReferences", "*"), _DICT),
-        (("metadata", "finalizers"), _LIST),
-    ),
-    "ResourceClaim": (
-        (("spec", "devices"), _DICT),
-        (("spec", "devices", "requests"), _LIST),
-        (("spec", "devices", "requests", "*"), _DICT),
-        (("spec", "devices", "constraints"), _LIST),
-        (("spec", "devices", "config"), _LIST),
-        (("status", "allocation"), _DICT),
-        (("status", "allocation", "devices"), _DICT),
-        (("status", "allocation", "devices", "results"), _LIST),
-        (("status", "allocation", "devices", "results", "*"), _DICT),
-        (("status", "allocation", "nodeSelector"), _DICT),
-        (("status", "reservedFor"), _LIST),
-        (("status", "reservedFor", "*"), _DICT),
-        (("status", "devices"), _LIST),
-        (("status", "devices", "*"), _DICT),
-    ),
-    "ResourceClaimTemplate": (
-        (("spec", "spec"), _DICT),
-        (("spec", "spec", "devices"), _DICT),
-        (("spec", "spec", "devices", "requests"), _LIST),
-        (("spec", "spec", "devices", "requests", "*"), _DICT),
-    ),
-    "ResourceSlice": (
-        (("spec", "driver"), _STR),
-        (("spec", "pool"), _DICT),
-        (("spec", "devices"), _LIST),
-        (("spec", "devices", "*"), _DICT),
-        (("spec", "nodeSelector"), _DICT),
-    ),
-    "DeviceClass": (
-        (("spec", "selectors"), _LIST),
-        (("spec", "selectors", "*"), _DICT),
-        (("spec", "config"), _LIST),
-    ),
-    "Pod": (
-        (("spec", "nodeName"), _STR),
-        (("spec", "resourceClaims"), _LIST),
-        (("spec", "resourceClaims", "*"), _DICT),
-        (("spec", "containers"), _LIST),
-        (("spec", "containers", "*"), _DICT),
-        (("status", "conditions"), _LIST),
-        (("status", "conditions", "*"), _DICT),
-        (("status", "containerStatuses"), _LIST),
-        (("status", "containerStatuses", "*"), _DICT),
-        (("status", "initContainerStatuses"), _LIST),
-        (("status", "resourceClaimStatuses"), _LIST),
-        (("status", "resourceClaimStatuses", "*"), _DICT),
-        (("status", "extendedResourceClaimStatus"), _DICT),
-        (("status", "extendedResourceClaimStatus", "requestMappings"), _LIST),
-        (("status", "extendedResourceClaimStatus", "requestMappings", "*"), _DICT),
-    ),
-    "Node": (
-        (("spec", "taints"), _LIST),
-        (("status", "conditions"), _LIST),
-        (("status", "conditions", "*"), _DICT),
-        (("status", "allocatable"), _DICT),
-        (("status", "capacity"), _DICT),
-    ),
-    "Event": (
-        (("involvedObject",), _DICT),
-        (("reason",), _STR),
-        (("message",), _STR),
-    ),
+from collector.api_types import TYPES_FILE
+
+# A misfit: the path to it, innermost step first (each step ".name" or "[i]"), and what is wrong.
+Misfit = tuple[list[str], str]
+Check = Callable[[Any], Misfit | None]
+
+# YAML without quotes reads a time as a datetime (a date subclass), which is stored as its RFC 3339 text.
+_TEXT: tuple[type, ...] = (str, date)
+
+
+def _shown(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _text(expected: str) -> Check:
+    def check(value: Any) -> Misfit | None:
+        if type(value) is str or isinstance(value, _TEXT):
+            return None
+        return [], f"is {_shown(value)}, expected {expected}"
+
+    return check
+
+
+def _integer(value: Any) -> Misfit | None:
+    if type(value) is int:
+        return None
+    return [], f"is {_shown(value)}, expected an integer"
+
+
+def _number(value: Any) -> Misfit | None:
+    if type(value) in (int, float):
+        return None
+    return [], f"is {_shown(value)}, expected a number"
+
+
+def _boolean(value: Any) -> Misfit | None:
+    if type(value) is bool:
+        return None
+    return [], f"is {_shown(value)}, expected a boolean"
+
+
+_STRING = _text("a string")
+_PRIMITIVES: dict[str, Check | None] = {
+    "str": _STRING,
+    "datetime": _text("a time (a string)"),
+    "date": _text("a date (a string)"),
+    "int": _integer,
+    "float": _number,
+    "bool": _boolean,
+    "object": None,  # anything: an int-or-string, a driver's opaque parameters
 }
-_NAMES: dict[type, str] = {_DICT: "an object", _LIST: "a list", _STR: "a string"}
 
 
-def _find_misfit(value: Any, path: tuple[str, ...], expected: type, where: str) -> str | None:
-    if not path:
-        if value is None or isinstance(value, expected):
-            return None
-        return f"{where} is {type(value).__name__}, expected {_NAMES[expected]}"
-    step, rest = path[0], path[1:]
-    if step == "*":
-        if not isinstance(value, list):
-            return None
-        for i, item in enumerate(value):
-            misfit = _find_misfit(item, rest, expected, f"{where}[{i}]")
-            if misfit:
+def _list_of(item: Check | None, expected: str) -> Check:
+    if item is _STRING:
+        return _list_of_strings
+
+    def check(value: Any) -> Misfit | None:
+        if type(value) is not list:
+            return [], f"is {_shown(value)}, expected a list"
+        for i, element in enumerate(value):
+            if element is None:
+                return [f"[{i}]"], f"is null, expected {expected}"
+            if item is not None:
+                misfit = item(element)
+                if misfit is not None:
+                    misfit[0].append(f"[{i}]")
+                    return misfit
+        return None
+
+    return check
+
+
+def _list_of_strings(value: Any) -> Misfit | None:
+    if type(value) is not list:
+        return [], f"is {_shown(value)}, expected a list"
+    for i, element in enumerate(value):
+        if type(element) is not str:
+            misfit = _STRING(element)
+            if misfit is not None:
+                misfit[0].append(f"[{i}]")
+                return misfit
+    return None
+
+
+def _map_of_strings(value: Any) -> Misfit | None:
+    if not isinstance(value, dict):
+        return [], f"is {_shown(value)}, expected an object"
+    for key, element in value.items():
+        if type(key) is not str:
+            return [], f"has a key that is {_shown(key)}, expected a string"
+        if type(element) is not str:
+            misfit = _STRING(element)
+            if misfit is not None:
+                misfit[0].append(f".{key}")
+                return misfit
+    return None
+
+
+def _map_of(item: Check | None, expected: str) -> Check:
+    if item is _STRING:
+        return _map_of_strings
+
+    def check(value: Any) -> Misfit | None:
+        if not isinstance(value, dict):
+            return [], f"is {_shown(value)}, expected an object"
+        for key, element in value.items():
+            if type(key) is not str:
+                return [], f"has a key that is {_shown(key)}, expected a string"
+            if element is None:
+                return [f".{key}"], f"is null, expected {expected}"
+            if item is not None:
+                misfit = item(element)
+                if misfit is not None:
+                    misfit[0].append(f".{key}")
+                    return misfit
+        return None
+
+    return check
+
+
+def _model(fields: dict[str, Check | None]) -> Check:
+    def check(value: Any) -> Misfit | None:
+        if not isinstance(value, dict):
+            return [], f"is {_shown(value)}, expected an object"
+        for key, element in value.items():
+            field = fields.get(key)
+            # Most fields are strings: checked here, without a call.
+            if field is None or element is None or (field is _STRING and type(element) is str):
+                continue
+            misfit = field(element)
+            if misfit is not None:
+                misfit[0].append(f".{key}")
                 return misfit
         return None
-    if not isinstance(value, dict) or step not in value:
-        return None
-    return _find_misfit(value[step], rest, expected, f"{where}.{step}" if where else step)
+
+    return check
+
+
+_EXPECTED = {"str": "a string", "datetime": "a time (a string)", "int": "an integer", "bool": "a boolean"}
+
+
+class _Compiler:
+    """Checks built from the client's type names: ``V1Pod``, ``List[V1Container]``, ``Dict[str, str]``."""
+
+    def __init__(self, models: dict[str, dict[str, str]]) -> None:
+        self.models = models
+        self.fields: dict[str, dict[str, Check | None]] = {}
+
+    def model(self, name: str) -> Check:
+        fields = self.fields.get(name)
+        if fields is None:
+            # Registered before it is filled: models refer to each other.
+            fields = self.fields[name] = {}
+            fields.update({key: self.type(kind) for key, kind in self.models[name].items()})
+        return _model(fields)
+
+    def type(self, kind: str) -> Check | None:
+        kind = kind.strip()
+        if kind in _PRIMITIVES:
+            return _PRIMITIVES[kind]
+        inner = _container(kind, ("List[", "list["), "]")
+        if inner is not None:
+            return _list_of(self.type(inner), self.expected(inner))
+        inner = _container(kind, ("Dict[str,", "dict(str,"), "])")
+        if inner is not None:
+            return _map_of(self.type(inner), self.expected(inner))
+        if kind in self.models:
+            return self.model(kind)
+        return None  # a type this file does not describe: not checked
+
+    def expected(self, kind: str) -> str:
+        kind = kind.strip()
+        if kind in _EXPECTED:
+            return _EXPECTED[kind]
+        if kind.lower().startswith("list["):
+            return "a list"
+        return "an object" if kind in self.models or kind.lower().startswith("dict") else "a value"
+
+
+def _container(kind: str, prefixes: tuple[str, ...], closers: str) -> str | None:
+    for prefix in prefixes:
+        if kind.startswith(prefix) and kind[-1] in closers:
+            return kind[len(prefix) : -1]
+    return None
+
+
+@cache
+def _checks() -> dict[str, Check]:
+    types = json.loads(TYPES_FILE.read_text())
+    compiler = _Compiler(types["models"])
+    return {kind: compiler.model(model) for kind, model in types["kinds"].items()}
+
+
+def _where(steps: list[str]) -> str:
+    return "".join(reversed(steps)).removeprefix(".")
 
 
 def shape_problem(kind: str, obj: dict[str, Any]) -> str | None:
-    """The first structural field of ``obj`` with the wrong type, described; None if all fit."""
-    for path, expected in SHAPES["*"] + SHAPES.get(kind, ()):
-        misfit = _find_misfit(obj, path, expected, "")
-        if misfit:
-            return misfit
-    return None
+    """The first field of ``obj`` whose type is not the one the API defines, described; None if all fit."""
+    check = _checks().get(kind)
+    if check is None:
+        return None
+    misfit = check(obj)
+    if misfit is None:
+        return None
+    steps, problem = misfit
+    where = _where(steps)
+    return f"{where} {problem}" if where else f"the object {problem}"

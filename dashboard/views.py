@@ -15,7 +15,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 
 from access.scope import is_platform_admin, require_namespace, scope_for
-from collector.history_reader import NoSnapshot, latest_snapshot_time, namespaces_in_use
+from collector.history_reader import NoSnapshot, decode_stored, latest_snapshot_time, namespaces_in_use
 from collector.models import ObjectVersion, Snapshot
 from collector.recent_history import ReadError, open_history
 from dashboard.clusters import cluster_or_404
@@ -65,10 +65,15 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         raise Http404("no such claim")
     scope = scope_for(request.user, c)
     require_namespace(scope, rows[0]["namespace"])
-    versions = []
+    versions: list[dict[str, Any]] = []
     previous = newest = None
     for row in rows:
-        obj = None if row["deleted"] else orjson.loads(row["content"])
+        obj, unreadable = (None, None) if row["deleted"] else decode_stored("ResourceClaim", row["content"])
+        if unreadable:
+            # Stored before fields were checked: shown as stored, and read by no report (history_reader).
+            versions.append({"at": row["valid_from"], "until": row["valid_to"], "deleted": False, "summary": None,
+                             "unreadable": unreadable, "changes": [], "json": row["content"]})
+            continue
         versions.append(
             {
                 "at": row["valid_from"],

@@ -10,9 +10,7 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-import orjson
-
-from collector.history_reader import StoredHistory
+from collector.history_reader import StoredHistory, readable
 from collector.models import ObjectVersion, Snapshot
 from derived.models import EventSubject
 from domain.cluster.events import PodName, involved_of, subject_key
@@ -38,7 +36,7 @@ def write_event_subjects(
             return {}
         rows = ObjectVersion.objects.filter(snapshot=snapshot, kind="Event", deleted=False)
         stored = rows.values_list("uid", "valid_from", "content").iterator(BATCH)
-        decoded: Iterable[tuple[str, Version]] = ((u, Version(t, orjson.loads(c))) for u, t, c in stored)
+        decoded: Iterable[tuple[str, Version]] = ((u, Version(t, readable("Event", u, t, c))) for u, t, c in stored)
     else:
         decoded = ((uid, version) for uid, versions in every_version.items() for version in versions)
     new: dict[bytes, EventSubject] = {}
@@ -102,7 +100,9 @@ def failure_event_versions(cluster_id: int, pods: Iterable[str], as_of: datetime
         for uid, at, deleted, content in rows.order_by("uid", "valid_from").values_list(
             "uid", "valid_from", "deleted", "content"
         ):
-            out.setdefault(uid, []).append(Version(at, None if deleted else orjson.loads(content)))
+            obj = None if deleted else readable("Event", uid, at, content)
+            if deleted or obj is not None:  # an unreadable version is left out
+                out.setdefault(uid, []).append(Version(at, obj))
     return [out[uid] for uid in sorted(out)]
 
 

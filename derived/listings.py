@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import orjson
 
+from collector.history_reader import readable
 from collector.models import ObjectVersion, Snapshot
 from derived.models import ClaimListing
 from domain.cluster.claim_summaries import ClaimSummary, summarize_claim
@@ -32,15 +33,20 @@ def write_claim_listings(snapshot: Snapshot, full: bool, state: ClusterState) ->
         if not snapshot.changed:
             return 0
         changed = ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim")
-        versions = list(changed.values_list("uid", "deleted", "content"))
+        versions: list[tuple[str, Object | None]] = []
+        for uid, deleted, content in changed.values_list("uid", "deleted", "content"):
+            claim = None if deleted else readable("ResourceClaim", uid, at, content)
+            # An unreadable version is read as if never stored: the claim's row before it stands.
+            if deleted or claim is not None:
+                versions.append((uid, claim))
         if not versions:
             return 0
-        uids = [uid for uid, _deleted, _content in versions]
+        uids = [uid for uid, _claim in versions]
         for start in range(0, len(uids), BATCH):
             mine = rows.filter(claim_uid__in=uids[start : start + BATCH])
             mine.filter(valid_from=at).delete()
             mine.filter(valid_to__isnull=True).update(valid_to=at)
-        claims = (orjson.loads(content) for _uid, deleted, content in versions if not deleted)
+        claims = (claim for _uid, claim in versions if claim is not None)
     new = [_row(cluster_id, summarize_claim(claim), snapshot) for claim in claims]
     ClaimListing.objects.bulk_create(new, batch_size=BATCH)
     return len(new)

@@ -41,7 +41,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 
-from collector.history_reader import StoredHistory
+from collector.history_reader import StoredHistory, readable
 from collector.models import ObjectVersion, Snapshot
 from derived.models import DOMAIN_VERSION, AllocationSpan, ReviewDocument
 from derived.rendered import latest_derived
@@ -244,5 +244,11 @@ def _versions(
         for uid, at, valid_to, deleted, content in chosen.values_list(
             "uid", "valid_from", "valid_to", "deleted", "content"
         ):
-            out.setdefault(uid, []).append((Version(at, None if deleted else orjson.loads(content)), valid_to))
+            versions = out.setdefault(uid, [])
+            obj = None if deleted else readable(kind, uid, at, content)
+            if deleted or obj is not None:
+                versions.append((Version(at, obj), valid_to))
+            elif versions:
+                # Unreadable: read as if never stored, the version before it lasts until the next one.
+                versions[-1] = (versions[-1][0], valid_to)
     return out

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-import orjson
-
+from collector.history_reader import readable
 from collector.models import ObjectVersion, Snapshot
 from derived.models import AllocationSpan
 from domain.cluster.state import ClusterState, Version, ns_name
@@ -43,7 +42,9 @@ def claim_versions(cluster_id: int, uids: Iterable[str] | None, until: datetime)
                 if current is not None:
                     yield current
                 current = (uid, [])
-            current[1].append(Version(at, None if deleted else orjson.loads(content)))
+            obj = None if deleted else readable("ResourceClaim", uid, at, content)
+            if deleted or obj is not None:  # an unreadable version is left out
+                current[1].append(Version(at, obj))
         if current is not None:
             yield current
 

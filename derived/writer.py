@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 from django.db import transaction
 
-from collector.history_reader import StoredHistory
+from collector.history_reader import StoredHistory, readable
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
@@ -196,8 +196,9 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
         elif kind == "ResourceClaim":
             waiting = True
             claims.setdefault(namespace, set()).add(uid)
-            if content:
-                pods.update(_pods_named_by_claim(orjson.loads(content)))
+            claim = readable(kind, uid, snapshot.at, content) if content else None
+            if claim is not None:
+                pods.update(_pods_named_by_claim(claim))
         elif kind == "ResourceClaimTemplate":
             waiting = True
         else:
@@ -259,14 +260,15 @@ def _involved(cluster_id: int, events: list[tuple[str, str, bool]]) -> Iterable[
             ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Event", uid__in=uids[start : start + BATCH])
             .exclude(content="")
             .order_by("uid", "-valid_from")
-            .values_list("uid", "content")
+            .values_list("uid", "valid_from", "content")
         )
         seen: set[str] = set()
-        for uid, content in rows:
-            if uid in seen:
-                continue  # the newest content of each event is what it is about
+        for uid, at, content in rows:
+            event = readable("Event", uid, at, content)
+            if uid in seen or event is None:
+                continue  # the newest readable content of each event is what it is about
             seen.add(uid)
-            involved = involved_of(orjson.loads(content))
+            involved = involved_of(event)
             if involved is not None:
                 yield involved
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,13 @@ BAD_DUMPS = {
         "aliases are not accepted",
     ),
     "bad.yaml": (b"kind: List\nitems: [\n", "not valid YAML"),
-    "deep.json": (b"[" * 5000 + b"]" * 5000, "not valid JSON"),
+    # Items are streamed (ijson), not parsed whole: the deep one is refused as the item it is.
+    "deep.json": (b"[" * 5000 + b"]" * 5000, "item 0 is a list, not a Kubernetes object"),
+    "deep-field.json": (
+        b'{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n", "uid": "u"}, "spec": {"x": '
+        + b"[" * 5000 + b"]" * 5000 + b"}}",
+        "cannot be stored as JSON",
+    ),
     "empty.json": (b"   \n", "empty file"),
     "blank.json": (b" \t\x0b\x0c\r\n", "empty file"),
 }
@@ -228,3 +235,66 @@ def test_snapshots_json_lists_runs_newest_first(tmp_path: Path, capsys: pytest.C
     assert [s["at"] for s in doc["snapshots"]] == [at(1).replace("+00:00", "Z"), at(0).replace("+00:00", "Z")]
     assert set(doc["snapshots"][0]) >= {"id", "at", "source", "status", "objects_seen", "versions_written", "deletions"}
     assert doc["snapshots"][0]["versions_written"] == 0
+
+
+# --- a List's version (issue 19, item 10) ------------------------------------------------------------
+
+
+def claims_list(api_version: str, *, items_first: bool = False, count: int = 3) -> bytes:
+    """A ResourceClaimList as the API server serves it: items without kind or apiVersion. ``items_first``:
+    keys in kubectl's order (alphabetical), the List's kind after its items."""
+    claims = [o for o in small_cluster() if o["kind"] == "ResourceClaim"][:count]
+    items = [{k: v for k, v in c.items() if k not in ("kind", "apiVersion")} for c in claims]
+    if items_first:
+        return orjson.dumps({"apiVersion": api_version, "items": items, "kind": "ResourceClaimList", "metadata": {}})
+    return orjson.dumps({"kind": "ResourceClaimList", "apiVersion": api_version, "metadata": {}, "items": items})
+
+
+@pytest.mark.parametrize("items_first", [False, True], ids=["api-order", "kubectl-order"])
+@pytest.mark.parametrize("count", [1, 0], ids=["items", "empty"])
+def test_items_without_apiversion_take_their_lists_and_another_version_is_refused(
+    tmp_path: Path, admin_client: Any, items_first: bool, count: int
+) -> None:
+    call_command("import-snapshot", str(write(tmp_path / "a.json", small_cluster())), "--at", at(0))
+    before = (Snapshot.objects.count(), ObjectVersion.objects.count())
+    claims = {c["uid"] for c in admin_client.get("/api/claims").json()["claims"]}
+    dump = tmp_path / "v1beta1.json"
+    dump.write_bytes(claims_list("resource.k8s.io/v1beta1", items_first=items_first, count=count))
+    expected = "v1beta1.json: ResourceClaimList resource.k8s.io/v1beta1; Claimline reads ResourceClaim resource.k8s.io/v1"
+    with pytest.raises(CommandError, match=re.escape(expected)):
+        call_command("import-snapshot", str(dump), "--at", at(1))
+    # Neither imported as v1 nor taken as "every other claim is gone".
+    assert (Snapshot.objects.count(), ObjectVersion.objects.count()) == before
+    assert {c["uid"] for c in admin_client.get("/api/claims").json()["claims"]} == claims == {
+        o["metadata"]["uid"] for o in small_cluster() if o["kind"] == "ResourceClaim"
+    }
+
+
+@pytest.mark.parametrize("items_first", [False, True], ids=["api-order", "kubectl-order"])
+def test_items_of_a_v1_list_without_apiversion_are_imported(tmp_path: Path, items_first: bool) -> None:
+    dump = tmp_path / "v1.json"
+    dump.write_bytes(claims_list("resource.k8s.io/v1", items_first=items_first))
+    call_command("import-snapshot", str(dump), "--at", at(0))
+    stored = [orjson.loads(v.content) for v in ObjectVersion.objects.filter(kind="ResourceClaim")]
+    assert len(stored) == 3 and {s["apiVersion"] for s in stored} == {"resource.k8s.io/v1"}
+
+
+def test_a_yaml_list_lends_its_version_too(tmp_path: Path) -> None:
+    import yaml
+
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(orjson.loads(claims_list("resource.k8s.io/v1beta1"))))
+    with pytest.raises(CommandError, match="c.yaml: ResourceClaimList resource.k8s.io/v1beta1; Claimline reads"):
+        call_command("import-snapshot", str(tmp_path / "c.yaml"), "--at", at(0))
+    assert Snapshot.objects.count() == 0
+
+
+def test_a_generic_list_lends_its_version_as_kubectl_reads_it(tmp_path: Path) -> None:
+    """kubectl gives an item without apiVersion its List's, even a ``List`` of v1: a claim there is not v1 of DRA."""
+    claim = {k: v for k, v in next(o for o in small_cluster() if o["kind"] == "ResourceClaim").items() if k != "apiVersion"}
+    (tmp_path / "l.json").write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": [claim]}))
+    with pytest.raises(CommandError, match="item 0 is ResourceClaim v1; Claimline reads ResourceClaim resource.k8s.io/v1"):
+        call_command("import-snapshot", str(tmp_path / "l.json"), "--at", at(0))
+    node = {k: v for k, v in next(o for o in small_cluster() if o["kind"] == "Node").items() if k != "apiVersion"}
+    (tmp_path / "n.json").write_bytes(orjson.dumps({"apiVersion": "v1", "kind": "List", "items": [node]}))
+    call_command("import-snapshot", str(tmp_path / "n.json"), "--at", at(0))
+    assert latest().versions_written == 1

@@ -5,11 +5,12 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 from django.utils import timezone
 
 from claimline.pipeline import after_import, derive_import
 from collector import history_writer as history
-from collector.dumps import DumpError, parse_dump_files
+from collector.dumps import DumpError, DumpReader
 from collector.locks import HistoryLease
 from collector.management.commands._clusters import default_cluster_name
 from collector.timeparse import parse_rfc3339
@@ -47,12 +48,13 @@ class Command(BaseCommand):
         if at is not None:
             refuse_future(at, timezone.now())
         files: list[Path] = options["files"]  # type: ignore[assignment]
-        try:
-            dump = parse_dump_files(files)
-        except DumpError as exc:
-            raise CommandError(f"nothing imported: {exc}") from None
+        dump = DumpReader(files)
         name = str(options["cluster"] or default_cluster_name())
         source = "import " + " ".join(p.name for p in files)
+        try:
+            dump.check()
+        except DumpError as exc:
+            raise CommandError(f"nothing imported: {exc}") from None
         # The cluster's collections write its history too: one writer at a time (collector/locks.py).
         lease = HistoryLease(name, source)
         wait = options["wait"] if options["wait"] is not None else settings.CLAIMLINE_COLLECT_LOCK_TIMEOUT
@@ -64,15 +66,13 @@ class Command(BaseCommand):
         try:
             if at is None:
                 at = timezone.now()  # taken with the lease: a collection that ran meanwhile is earlier
-            cluster = history.get_cluster(name)
             try:
-                snapshot = history.start_snapshot(cluster, at, source, started=timezone.now())
-            except history.SnapshotOrderError as exc:
-                raise CommandError(f"nothing imported: {exc}") from None
-            try:
-                result = history.write_snapshot(snapshot, dump.objects, dump.kinds, finished=timezone.now())
-            except history.SnapshotOrderError as exc:
-                history.fail_snapshot(snapshot, f"not stored: {exc}", timezone.now())
+                # The dump is streamed into the snapshot's transaction: refused part-way, nothing of it stays.
+                with transaction.atomic():
+                    cluster = history.get_cluster(name)
+                    snapshot = history.start_snapshot(cluster, at, source, started=timezone.now())
+                    result = history.write_snapshot(snapshot, dump.objects(), dump.kinds, finished=timezone.now)
+            except (DumpError, history.SnapshotOrderError) as exc:
                 raise CommandError(f"nothing imported: {exc}") from None
             derive_import(snapshot)
         finally:
