@@ -88,6 +88,8 @@ class ClusterReader:
         self.sleep = sleep
         self.backoff = backoff
         self.requests = 0
+        # The resourceVersion of the last list ``pages`` read (its first page's): where a watch resumes.
+        self.list_resource_version: str | None = None
 
     def _get(self, path: str, params: list[tuple[str, Any]]) -> tuple[int, bytes, Any]:
         method, url, headers, _body, _post = self.api.param_serialize(
@@ -186,6 +188,9 @@ class ClusterReader:
             if page.get("kind") != f"{rt.kind}List":
                 raise CollectionError(f"{what}: response is not a {rt.kind}List (kind {_shown(page.get('kind'))})")
             metadata = page.get("metadata")
+            if token is None:
+                version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+                self.list_resource_version = version if isinstance(version, str) and version else None
             token = metadata.get("continue") if isinstance(metadata, dict) else None
             if token is not None and not isinstance(token, str):
                 raise CollectionError(f"{what}: response has a metadata.continue that is not a string")
