@@ -46,8 +46,9 @@ class CollectionError(Exception):
     """A collection that cannot complete; nothing from it is stored."""
 
 
-def api_client_for(source: ClusterSource, kubeconfig: str | None = None) -> k8s.ApiClient:
-    """An ``ApiClient`` for a configured cluster (``demo`` is resolved by the caller)."""
+def api_client_for(source: ClusterSource, kubeconfig: str | None = None, pool_size: int | None = None) -> k8s.ApiClient:
+    """An ``ApiClient`` for a configured cluster (``demo`` is resolved by the caller); ``pool_size``
+    connections kept per host (a watcher holds one open per kind)."""
     cfg = k8s.Configuration()
     try:
         if source.kind == "in-cluster":
@@ -60,6 +61,8 @@ def api_client_for(source: ClusterSource, kubeconfig: str | None = None) -> k8s.
         raise CollectionError(f"cluster {source.name}: cannot load {source.describe()}: {exc}") from None
     # Retries are ours (with Retry-After and 410 handling), not urllib3's.
     cfg.retries = False
+    if pool_size is not None:
+        cfg.connection_pool_maxsize = pool_size
     return k8s.ApiClient(cfg)
 
 

@@ -451,9 +451,10 @@ class Watcher:
             if (waited >= s.batch_seconds or full) and (full or waited >= s.max_delay or self.ready()):
                 return self.flush()
             return None
-        if self.healthy and now - self._last_write >= s.checkpoint:
+        due = now - max(self._last_write, self._last_failure_record) >= s.checkpoint
+        if self.healthy and now - self._last_write >= s.checkpoint and self.ready():
             return self.flush(checkpoint=True)
-        if self.failing and now - max(self._last_write, self._last_failure_record) >= s.checkpoint:
+        if self.failing and due and self.ready():
             self._record_failure()
         return None
 
