@@ -1185,6 +1185,7 @@ class FakeApiServer:
             "resourceVersion": self.cluster.resource_version,
             "compacted": str(self.cluster.compacted),
             "watches": self.watch_count,
+            "bytes_sent": self.bytes_sent,
             "faults": faults,
             "request_count": count,
             "requests": recent,

@@ -36,6 +36,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "review_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "layer_s"),
     "worker_memory.py": (["--nodes", "4", "--snapshots", "2"], "rss_mb"),
     "layer_storage.py": (["--nodes", "4", "--hours", "2"], "layer_vs_history"),
+    "watch_cost.py": (["--nodes", "4", "--minutes", "0.1", "--interval", "2"], "watch_vs_poll_cpu"),
 }
 TIMEOUT_S = 240
 
