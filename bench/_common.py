@@ -119,8 +119,9 @@ class FakeServerProcess:
     a real API server is another machine.
     """
 
-    def __init__(self, scenario: Path, kubeconfig: Path) -> None:
+    def __init__(self, scenario: Path, kubeconfig: Path, *extra: str) -> None:
         self.scenario, self.kubeconfig = scenario, kubeconfig
+        self.extra = list(extra)  # more command-line options (e.g. --bookmark-interval)
         self.token = "bench-token"  # noqa: S105 - a loopback test server's token
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
@@ -128,7 +129,7 @@ class FakeServerProcess:
     def start(self) -> str:
         self.proc = subprocess.Popen(
             [PYTHON, "-m", "demo.fake_apiserver", "--scenario", str(self.scenario),
-             "--kubeconfig", str(self.kubeconfig), "--token", self.token],
+             "--kubeconfig", str(self.kubeconfig), "--token", self.token, *self.extra],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )
         assert self.proc.stdout is not None
@@ -145,6 +146,13 @@ class FakeServerProcess:
         req = urllib.request.Request(f"{self.url}{path}", data=body, method="POST")  # noqa: S310
         with urllib.request.urlopen(req, timeout=60) as resp:  # noqa: S310
             return bytes(resp.read())
+
+    def state(self) -> dict[str, Any]:
+        """The server's /_fake/state: stage, resourceVersion, open watches, bytes sent so far."""
+        import json
+
+        with urllib.request.urlopen(f"{self.url}/_fake/state", timeout=60) as resp:  # noqa: S310
+            return dict(json.loads(resp.read()))
 
     def warm(self) -> None:
         # The server serializes a stage's items on its first list: keep that out of the timings.

@@ -82,8 +82,20 @@ def run_forever(
         connections.close_all()
 
 
-def start_in_background(names: list[str], interval: float, clock: Callable[[], datetime]) -> threading.Event:
+def start_in_background(
+    names: list[str], interval: float, clock: Callable[[], datetime], mode: str = "poll"
+) -> threading.Event:
+    """Collect ``names`` in background threads: every ``interval`` (``poll``), or by watching each (``watch``:
+    one thread per cluster, no lease: this process is the only one)."""
     stop = threading.Event()
+    if mode == "watch":
+        from claimline.watching import watch_cluster
+
+        for name in names:
+            threading.Thread(
+                target=watch_cluster, args=(name, clock, stop, False, None), name=f"claimline-watch-{name}", daemon=True
+            ).start()
+        return stop
     thread = threading.Thread(
         target=run_forever, args=(names, interval, clock, stop), name="claimline-scheduler", daemon=True
     )

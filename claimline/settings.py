@@ -173,6 +173,26 @@ CLAIMLINE_CLOCK_SKEW = env_int("CLAIMLINE_CLOCK_SKEW", 60, minimum=0)
 CLAIMLINE_SCHEDULER = os.environ.get("CLAIMLINE_SCHEDULER", "in-process")
 if CLAIMLINE_SCHEDULER not in ("in-process", "celery"):
     raise ImproperlyConfigured(f"CLAIMLINE_SCHEDULER must be 'in-process' or 'celery', got {CLAIMLINE_SCHEDULER!r}")
+# watch: list once, then watch (`manage.py watch`, or the in-process scheduler of `serve`); poll: a
+# complete collection every CLAIMLINE_COLLECT_INTERVAL. Celery beat's periodic collection stays as a
+# fallback either way: it skips a cluster a watcher holds (the same Redis lock).
+CLAIMLINE_COLLECT_MODE = os.environ.get("CLAIMLINE_COLLECT_MODE", "watch")
+if CLAIMLINE_COLLECT_MODE not in ("watch", "poll"):
+    raise ImproperlyConfigured(f"CLAIMLINE_COLLECT_MODE must be 'watch' or 'poll', got {CLAIMLINE_COLLECT_MODE!r}")
+# A watch's server-side timeoutSeconds (each is jittered up to twice as long); a batch of changes is
+# written this many seconds after its first change, or after this many events, and waits at most
+# CLAIMLINE_WATCH_MAX_DELAY for the derivation of the one before. While nothing changes, an empty
+# snapshot every CLAIMLINE_COLLECT_INTERVAL says the cluster was seen (pages read its age).
+CLAIMLINE_WATCH_TIMEOUT = env_int("CLAIMLINE_WATCH_TIMEOUT", 300, minimum=1)
+CLAIMLINE_WATCH_BATCH_SECONDS = env_float("CLAIMLINE_WATCH_BATCH_SECONDS", 1.0, minimum=0.0)
+CLAIMLINE_WATCH_BATCH_EVENTS = env_int("CLAIMLINE_WATCH_BATCH_EVENTS", 1000, minimum=1)
+CLAIMLINE_WATCH_MAX_DELAY = env_float("CLAIMLINE_WATCH_MAX_DELAY", 30.0, minimum=0.0)
+# The watcher's hold on a cluster (a Redis lock, renewed every third of this): a replica that dies is
+# replaced by a standby after at most this long.
+CLAIMLINE_WATCH_LEASE = env_int("CLAIMLINE_WATCH_LEASE", 30, minimum=3)
+# Touched on every event, bookmark and list page (one file per watched cluster in this directory);
+# a liveness probe fails the watcher when none is fresh.
+CLAIMLINE_WATCH_ALIVE_DIR = Path(os.environ.get("CLAIMLINE_WATCH_ALIVE_DIR", VAR_DIR / "watch"))
 
 # Leak thresholds, in seconds (DESIGN.md defaults).
 CLAIMLINE_ORPHANED_AFTER = env_int("CLAIMLINE_ORPHANED_AFTER", 15 * 60)

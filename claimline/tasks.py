@@ -32,7 +32,9 @@ def collect_cluster(name: str) -> str:
     try:
         lock = collection_lock(name)
         if not lock.acquire(blocking=False):
-            log.info("collection of %s skipped: the previous one is still running", name)
+            # The previous collection still runs, or a watcher holds the cluster (claimline.watching): this
+            # periodic collection is then only a fallback for when no watcher runs.
+            log.info("collection of %s skipped: a collection or a watch of it is running", name)
             return "skipped"
         try:
             snapshot = run_collection(name, timezone.now(), timezone.now)

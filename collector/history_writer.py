@@ -3,14 +3,18 @@
 A snapshot is written in one transaction: compare every object's hash with
 its head version, insert only changed objects, and record deletions for kinds
 the snapshot saw completely. Nothing is written for a snapshot that fails.
+
+A watch writes its batches with ``write_changes``: a snapshot that covers only the objects it names
+(their new content, or their deletion), each valid from when its change arrived, so nothing else
+is recorded deleted, and only those objects' heads are read.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 
@@ -20,6 +24,7 @@ from collector.normalize import NormalizedObject
 log = logging.getLogger("claimline.history")
 
 BATCH = 2000
+_TICK = timedelta(microseconds=1)
 
 
 class SnapshotOrderError(ValueError):
@@ -192,3 +197,102 @@ def _head_names(
         ):
             names[pk] = (namespace, name)
     return names
+
+
+@dataclass(frozen=True)
+class Change:
+    """One object's change for ``write_changes``: its new content, or ``None`` for its deletion."""
+
+    kind: str
+    uid: str
+    at: datetime
+    obj: NormalizedObject | None = None
+
+
+def write_changes(
+    snapshot: Snapshot,
+    changes: Sequence[Change],
+    finished: datetime,
+    problems: Collection[str] = (),
+    objects_seen: int = 0,
+) -> WriteResult:
+    """Store ``changes`` as the content of ``snapshot``, which covers only them.
+
+    Each version is valid from its change's ``at``, kept after its head's start and no later than the
+    snapshot's time; a change equal to its head (the same content, or the deletion of an object
+    already deleted or never stored) writes nothing, so a change told twice is stored once.
+    """
+    cluster_id = snapshot.cluster_id
+    with transaction.atomic():
+        wanted: dict[str, set[str]] = {}
+        for change in changes:
+            wanted.setdefault(change.kind, set()).add(change.uid)
+        heads: dict[tuple[str, str], tuple[int, str, bool, str, str, datetime]] = {}
+        for kind, uids in wanted.items():
+            listed = sorted(uids)
+            for start in range(0, len(listed), BATCH):
+                rows = ObjectVersion.objects.filter(
+                    cluster_id=cluster_id, valid_to__isnull=True, kind=kind, uid__in=listed[start : start + BATCH]
+                ).values_list("pk", "uid", "content_hash", "deleted", "namespace", "name", "valid_from")
+                for pk, uid, digest, deleted, namespace, name, valid_from in rows:
+                    heads[(kind, uid)] = (pk, digest, deleted, namespace, name, valid_from)
+        new_rows: list[ObjectVersion] = []
+        superseded: dict[datetime, list[int]] = {}
+        versions_written = deletions = 0
+        for change in changes:
+            key = (change.kind, change.uid)
+            head = heads.get(key)
+            obj = change.obj
+            if obj is None and (head is None or head[2]):
+                continue
+            if obj is not None and head is not None and not head[2] and head[1] == obj.content_hash:
+                continue
+            at = min(max(change.at, head[5] + _TICK), snapshot.at) if head is not None else min(change.at, snapshot.at)
+            if head is not None:
+                superseded.setdefault(at, []).append(head[0])
+            if obj is None:
+                assert head is not None
+                row = ObjectVersion(
+                    cluster_id=cluster_id, kind=change.kind, uid=change.uid, namespace=head[3], name=head[4],
+                    deleted=True, snapshot_id=snapshot.pk, valid_from=at,
+                )
+                deletions += 1
+                heads[key] = (0, "", True, head[3], head[4], at)
+            else:
+                row = ObjectVersion(
+                    cluster_id=cluster_id, kind=obj.kind, uid=obj.uid, namespace=obj.namespace, name=obj.name,
+                    content_hash=obj.content_hash, content=obj.content.decode(), snapshot_id=snapshot.pk,
+                    valid_from=at,
+                )
+                versions_written += 1
+                heads[key] = (0, obj.content_hash, False, obj.namespace, obj.name, at)
+            new_rows.append(row)
+        for at, pks in superseded.items():
+            for start in range(0, len(pks), BATCH):
+                ObjectVersion.objects.filter(pk__in=[p for p in pks[start : start + BATCH] if p]).update(valid_to=at)
+        _supersede_within(new_rows)
+        ObjectVersion.objects.bulk_create(new_rows, batch_size=BATCH)
+        Snapshot.objects.filter(pk=snapshot.pk).update(
+            status=Snapshot.Status.PARTIAL if problems else Snapshot.Status.OK,
+            error="\n".join(problems)[:10000],
+            finished=finished,
+            objects_seen=objects_seen,
+            versions_written=versions_written,
+            deletions=deletions,
+        )
+    snapshot.refresh_from_db()
+    log.info(
+        "watched changes %s of %s: %d versions, %d deletions",
+        snapshot.pk, snapshot.cluster_id, versions_written, deletions,
+    )
+    return WriteResult(objects_seen, versions_written, deletions)
+
+
+def _supersede_within(rows: list[ObjectVersion]) -> None:
+    """Close the rows a later row of the same batch supersedes (an object changed twice in one batch)."""
+    last: dict[tuple[str, str], ObjectVersion] = {}
+    for row in rows:
+        earlier = last.get((row.kind, row.uid))
+        if earlier is not None:
+            earlier.valid_to = row.valid_from
+        last[(row.kind, row.uid)] = row

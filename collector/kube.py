@@ -46,8 +46,9 @@ class CollectionError(Exception):
     """A collection that cannot complete; nothing from it is stored."""
 
 
-def api_client_for(source: ClusterSource, kubeconfig: str | None = None) -> k8s.ApiClient:
-    """An ``ApiClient`` for a configured cluster (``demo`` is resolved by the caller)."""
+def api_client_for(source: ClusterSource, kubeconfig: str | None = None, pool_size: int | None = None) -> k8s.ApiClient:
+    """An ``ApiClient`` for a configured cluster (``demo`` is resolved by the caller); ``pool_size``
+    connections kept per host (a watcher holds one open per kind)."""
     cfg = k8s.Configuration()
     try:
         if source.kind == "in-cluster":
@@ -60,6 +61,8 @@ def api_client_for(source: ClusterSource, kubeconfig: str | None = None) -> k8s.
         raise CollectionError(f"cluster {source.name}: cannot load {source.describe()}: {exc}") from None
     # Retries are ours (with Retry-After and 410 handling), not urllib3's.
     cfg.retries = False
+    if pool_size is not None:
+        cfg.connection_pool_maxsize = pool_size
     return k8s.ApiClient(cfg)
 
 
@@ -88,6 +91,8 @@ class ClusterReader:
         self.sleep = sleep
         self.backoff = backoff
         self.requests = 0
+        # The resourceVersion of the last list ``pages`` read (its first page's): where a watch resumes.
+        self.list_resource_version: str | None = None
 
     def _get(self, path: str, params: list[tuple[str, Any]]) -> tuple[int, bytes, Any]:
         method, url, headers, _body, _post = self.api.param_serialize(
@@ -186,6 +191,9 @@ class ClusterReader:
             if page.get("kind") != f"{rt.kind}List":
                 raise CollectionError(f"{what}: response is not a {rt.kind}List (kind {_shown(page.get('kind'))})")
             metadata = page.get("metadata")
+            if token is None:
+                version = metadata.get("resourceVersion") if isinstance(metadata, dict) else None
+                self.list_resource_version = version if isinstance(version, str) and version else None
             token = metadata.get("continue") if isinstance(metadata, dict) else None
             if token is not None and not isinstance(token, str):
                 raise CollectionError(f"{what}: response has a metadata.continue that is not a string")

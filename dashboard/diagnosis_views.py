@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from access.scope import redactor_of, redactor_with, require_namespace, scope_for
+from collector.history_reader import NoSnapshot, latest_snapshot
 from collector.models import ObjectVersion
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
@@ -63,8 +66,18 @@ def _url_for(cluster: str, kind: str, namespace: str, name: str) -> str:
 def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpResponse:
     c = cluster_or_404(cluster)
     require_namespace(scope_for(request.user, c), namespace)
+    as_of = request.GET.get("as_of") or None
+    shown = request.GET.get("shown")
+    if shown and not as_of and request.headers.get("HX-Request"):
+        # The live page asks every few seconds: one indexed query answers "nothing new" (204: htmx keeps
+        # what it shows) until a newer snapshot is stored (a watched batch, or a checkpoint).
+        try:
+            if str(latest_snapshot(c)[0]) == shown:
+                return HttpResponse(status=204)
+        except NoSnapshot:
+            pass
     try:
-        history = open_history(c.name, request.GET.get("as_of") or None)
+        history = open_history(c.name, as_of)
         doc, namespaces = explain_read(history, namespace, name, pod_uid=request.GET.get("uid") or None)
     except (ReadError, PodNotFound) as exc:
         raise Http404(str(exc)) from None
@@ -84,8 +97,19 @@ def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
         ],
         "as_of": history.as_of,
         "selected_uid": doc["pod"]["uid"],
+        # Live unless a past time was asked for: asks every few seconds while watching, what it shows
+        # being the newest snapshot's.
+        "live_url": None if as_of else _live_url(request, c.name, namespace, name, history.snapshot_pk),
+        "live_seconds": 3 if settings.CLAIMLINE_COLLECT_MODE == "watch" else 15,
     }
     return render_page(request, "dashboard/pod.html", context, "pod-body")
+
+
+def _live_url(request: HttpRequest, cluster: str, namespace: str, name: str, snapshot_pk: int) -> str:
+    query = {"shown": str(snapshot_pk)}
+    if request.GET.get("uid"):
+        query["uid"] = request.GET["uid"]
+    return f"{reverse('pod', args=[cluster, namespace, name])}?{urlencode(query)}"
 
 
 def _boundaries_for_page(claim: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,12 +1,21 @@
 """A small fake Kubernetes API server on loopback, for tests and the demo.
 
-It serves read-only list/get responses for the core and resource.k8s.io/v1
+It serves read-only list, get and watch responses for the core and resource.k8s.io/v1
 resources Claimline collects, from a sequence of "stages" (each one a cluster
 state), with real-server pagination semantics and injectable faults, so the
 collector's real `kubernetes` client code path runs against it.
 
+Like kube-apiserver: one resourceVersion counter across every object's change; watches
+(``?watch=1``) stream JSON lines of ADDED/MODIFIED/DELETED/BOOKMARK/ERROR events over chunked
+HTTP, from a resourceVersion (410 Expired once it is older than the kept window), with
+``allowWatchBookmarks``, ``timeoutSeconds`` and the streaming list (``sendInitialEvents=true``
+with ``resourceVersionMatch=NotOlderThan``: the objects as ADDED events, then a BOOKMARK
+annotated ``k8s.io/initial-events-end``); field and label selectors on lists and watches
+(an object leaving a watch's selection is DELETED, one entering it ADDED); and the Table
+answers kubectl asks for (``fake_tables``).
+
     python -m demo.fake_apiserver --scenario DIR [--host H] [--port P]
-        [--kubeconfig PATH] [--page-size N] [--verbose]
+        [--kubeconfig PATH] [--page-size N] [--bookmark-interval S] [--verbose]
 """
 
 from __future__ import annotations
@@ -14,17 +23,21 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import bisect
 import contextlib
 import dataclasses
+import hashlib
 import os
 import signal
 import socket
 import sys
 import tempfile
 import threading
+import time
 import traceback
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -32,6 +45,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 import yaml
+
+from demo import fake_tables as tables
+from demo.fake_selectors import Matcher, SelectorError, combined, field_matcher, label_matcher
+from demo.fake_tables import wants_table
 
 GIT_VERSION = "v1.36.1"
 RESOURCE_GROUP = "resource.k8s.io"
@@ -119,8 +136,31 @@ def status_body(code: int, message: str | None = None, details: dict[str, Any] |
 class _Entry:
     namespace: str
     name: str
-    obj: dict[str, Any]  # full object, with kind/apiVersion (get-one answers)
+    obj: dict[str, Any]  # full object, with kind/apiVersion and the server's resourceVersion (get-one answers)
     item: bytes  # serialized without kind/apiVersion (list items)
+    rv: int = 0  # the resourceVersion of its last change
+    digest: bytes = b""  # its content without resourceVersion: what counts as a change
+    uid: str = ""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One object's change, as a watch reports it: ``new`` is the object at ``rv`` (for DELETED, its
+    last state stamped with the deletion's resourceVersion), ``old`` what it was before."""
+
+    rv: int
+    resource: str  # plural
+    type: str  # ADDED, MODIFIED or DELETED
+    old: _Entry | None
+    new: _Entry
+
+
+class Gone(Exception):
+    """A resourceVersion older than the server's event window (410 Expired)."""
+
+    def __init__(self, requested: int, oldest: int):
+        super().__init__(f"too old resource version: {requested} ({oldest})")
+        self.requested, self.oldest = requested, oldest
 
 
 def _resource_for(obj: Any) -> Resource | None:
@@ -137,37 +177,76 @@ def _resource_for(obj: Any) -> Resource | None:
     return res
 
 
-def _index(objects: Iterable[dict[str, Any]]) -> dict[str, list[_Entry]]:
-    index: dict[str, list[_Entry]] = {r.name: [] for r in RESOURCES}
+_Key = tuple[str, str, int]  # namespace, name, which of the objects sharing them (malformed stages repeat)
+_Target = tuple[dict[str, Any], bytes, str]  # full object as the stage has it, digest, uid
+
+
+def _stage_targets(objects: Iterable[dict[str, Any]]) -> dict[str, dict[_Key, _Target]]:
+    """A stage's objects by resource and key, each with the digest of its content without resourceVersion."""
+    targets: dict[str, dict[_Key, _Target]] = {r.name: {} for r in RESOURCES}
     for obj in objects:
         res = _resource_for(obj)
         if res is None:
             continue
-        meta = obj.get("metadata") or {}
-        ns = (meta.get("namespace") or "") if res.namespaced else ""
-        full = {"kind": res.kind, "apiVersion": res.api_version}
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        ns = str(meta.get("namespace") or "") if res.namespaced else ""
+        name = str(meta.get("name") or "")
+        full: dict[str, Any] = {"kind": res.kind, "apiVersion": res.api_version}
         full.update({k: v for k, v in obj.items() if k not in ("kind", "apiVersion")})
-        item = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-        index[res.name].append(_Entry(ns, str(meta.get("name") or ""), full, orjson.dumps(item)))
-    for entries in index.values():
-        # the real server lists in etcd key order: namespace, then name
-        entries.sort(key=lambda e: (e.namespace, e.name))
-    return index
+        bare = full
+        if "resourceVersion" in meta:
+            bare = {**full, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}}
+        digest = hashlib.blake2b(orjson.dumps(bare, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+        uid = meta.get("uid")
+        by_key = targets[res.name]
+        n = 0
+        while (ns, name, n) in by_key:
+            n += 1
+        by_key[(ns, name, n)] = (full, digest, uid if isinstance(uid, str) else "")
+    return targets
+
+
+def _stamped(full: dict[str, Any], rv: int, digest: bytes, uid: str) -> _Entry:
+    """``full`` as the server holds it at ``rv``: its metadata.resourceVersion set."""
+    meta = full.get("metadata")
+    obj = full
+    if isinstance(meta, dict):
+        obj = {**full, "metadata": {**meta, "resourceVersion": str(rv)}}
+    ns = str(meta.get("namespace") or "") if isinstance(meta, dict) else ""
+    name = str(meta.get("name") or "") if isinstance(meta, dict) else ""
+    item = orjson.dumps({k: v for k, v in obj.items() if k not in ("kind", "apiVersion")})
+    return _Entry(ns, name, obj, item, rv, digest, uid)
 
 
 class FakeCluster:
-    """Stages of cluster state; one of them is current."""
+    """Stages of cluster state; one of them is current.
 
-    def __init__(self, stages: list[list[dict[str, Any]]]):
+    Like kube-apiserver it keeps one resourceVersion counter for everything: each object's change
+    (moving to another stage adds, modifies and deletes objects) takes the next value, and its
+    ``Change`` is kept for watches, the last ``window`` of them (older ones are compacted: a watch from
+    before them gets 410 Expired). Moving to another stage moves the counter even when no object changed.
+    """
+
+    def __init__(self, stages: list[list[dict[str, Any]]], window: int = 10_000):
         if not stages:
             raise ValueError("FakeCluster needs at least one stage")
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         # copies, so callers mutating their dicts later do not change a stage
         self._stages: list[list[dict[str, Any]]] = [orjson.loads(orjson.dumps(list(s))) for s in stages]
-        self._indexes: dict[int, dict[str, list[_Entry]]] = {}
         self._stage = 0
-        # bumped on every visible change, like a real resourceVersion (never goes back)
-        self._generation = 1
+        self.window = window
+        self._rv = 0
+        self._live: dict[str, dict[_Key, _Entry]] = {r.name: {} for r in RESOURCES}
+        self._sorted: dict[str, list[_Entry]] = {r.name: [] for r in RESOURCES}
+        self._log: list[Change] = []
+        self._compacted = 0
+        with self._lock:
+            self._apply(0, record=False)
+        if self._rv == 0:
+            self._rv = 1
+        self._compacted = self._rv  # the initial objects have no history to watch from
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike[str]) -> FakeCluster:
@@ -199,14 +278,19 @@ class FakeCluster:
 
     @property
     def resource_version(self) -> str:
-        return str(self._generation)
+        return str(self._rv)
+
+    @property
+    def compacted(self) -> int:
+        """The newest resourceVersion a watch can no longer start from (its events are gone)."""
+        return self._compacted
 
     def advance(self) -> bool:
         with self._lock:
             if self._stage + 1 >= len(self._stages):
                 return False
             self._stage += 1
-            self._generation += 1
+            self._apply(self._stage)
             return True
 
     def set_stage(self, i: int) -> None:
@@ -215,7 +299,7 @@ class FakeCluster:
                 raise IndexError(f"stage {i} out of range 0..{len(self._stages) - 1}")
             if i != self._stage:
                 self._stage = i
-                self._generation += 1
+                self._apply(i)
 
     def replace_stage(self, i: int, objects: list[dict[str, Any]]) -> None:
         copied = orjson.loads(orjson.dumps(list(objects)))
@@ -223,9 +307,15 @@ class FakeCluster:
             if not 0 <= i < len(self._stages):
                 raise IndexError(f"stage {i} out of range 0..{len(self._stages) - 1}")
             self._stages[i] = copied
-            self._indexes.pop(i, None)
             if i == self._stage:
-                self._generation += 1
+                self._apply(i)
+
+    def compact(self) -> None:
+        """Forget every change so far, as etcd's compaction does: watches from before now get 410."""
+        with self._lock:
+            self._log.clear()
+            self._compacted = self._rv
+            self._changed.notify_all()
 
     def objects(self, i: int | None = None) -> list[dict[str, Any]]:
         """The raw objects of a stage (the current one by default)."""
@@ -233,13 +323,63 @@ class FakeCluster:
             return list(self._stages[self._stage if i is None else i])
 
     def snapshot(self) -> tuple[int, int, dict[str, list[_Entry]]]:
-        """(stage, generation, index) read together, so one response is consistent."""
+        """(stage, resourceVersion, entries by resource in etcd key order) read together, so one
+        response is consistent: the lists are replaced, never changed, when the state moves."""
         with self._lock:
-            i = self._stage
-            index = self._indexes.get(i)
-            if index is None:
-                index = self._indexes[i] = _index(self._stages[i])
-            return i, self._generation, index
+            return self._stage, self._rv, dict(self._sorted)
+
+    def changes_after(self, rv: int) -> tuple[list[Change], int]:
+        """The changes after ``rv`` and the current resourceVersion; ``Gone`` when they were compacted."""
+        with self._lock:
+            if rv < self._compacted:
+                raise Gone(rv, self._compacted)
+            start = bisect.bisect_right(self._log, rv, key=lambda c: c.rv)
+            return self._log[start:], self._rv
+
+    def wait_for_change(self, rv: int, timeout: float) -> bool:
+        """Block until the resourceVersion moves past ``rv`` (True) or ``timeout`` passes (False)."""
+        with self._changed:
+            if self._rv > rv:
+                return True
+            self._changed.wait(timeout)
+            return self._rv > rv
+
+    def _apply(self, i: int, record: bool = True) -> None:
+        """Make stage ``i`` the live state (lock held): a change per object that differs."""
+        targets = _stage_targets(self._stages[i])
+        before = self._rv
+        changes: list[Change] = []
+        for res in RESOURCES:
+            live, target = self._live[res.name], targets[res.name]
+            moved = False
+            for key, old in list(live.items()):
+                wanted = target.get(key)
+                if wanted is None or wanted[2] != old.uid:  # gone, or a new object under the old name
+                    self._rv += 1
+                    gone = _stamped(old.obj, self._rv, old.digest, old.uid)
+                    changes.append(Change(self._rv, res.name, "DELETED", old, gone))
+                    del live[key]
+                    moved = True
+            for key, (full, digest, uid) in target.items():
+                entry = live.get(key)
+                if entry is not None and entry.digest == digest:
+                    continue
+                self._rv += 1
+                new = _stamped(full, self._rv, digest, uid)
+                changes.append(Change(self._rv, res.name, "ADDED" if entry is None else "MODIFIED", entry, new))
+                live[key] = new
+                moved = True
+            if moved:
+                self._sorted[res.name] = [live[k] for k in sorted(live)]
+        if self._rv == before and record:
+            self._rv += 1  # another stage: continue tokens of lists before it expire
+        if record:
+            self._log.extend(changes)
+            if len(self._log) > self.window:
+                dropped = len(self._log) - self.window
+                self._compacted = self._log[dropped - 1].rv
+                del self._log[:dropped]
+        self._changed.notify_all()
 
 
 def _load_documents(file: Path) -> list[Any]:
@@ -281,9 +421,12 @@ class Fault:
     path: str = ""  # only requests whose path starts with this
     on_continue: bool = False  # only requests carrying a continue token
     times: int = 1  # matching requests it applies to; -1 = forever
+    watch: bool | None = None  # only watch requests (True), only the others (False), or both (None)
 
     def matches(self, path: str, query: dict[str, str]) -> bool:
         if self.times == 0 or not path.startswith(self.path):
+            return False
+        if self.watch is not None and self.watch != _is_watch(query):
             return False
         return not self.on_continue or bool(query.get("continue"))
 
@@ -303,6 +446,10 @@ class Fault:
         if self.body is not None:
             d["body"] = self.body.decode("utf-8", "replace")
         return d
+
+
+def _is_watch(query: dict[str, str]) -> bool:
+    return query.get("watch", "").lower() not in ("", "false", "0")
 
 
 # --------------------------------------------------------------------------- continue tokens
@@ -343,6 +490,20 @@ class _Response:
     def __init__(self, status: int, body: bytes, headers: dict[str, str] | None = None):
         self.status = status
         self.body = body
+        self.headers = headers or {}
+
+
+class _Stream:
+    """A watch answer: JSON lines written as HTTP chunks while ``chunks`` yields them.
+
+    ``cancel`` is set to cut the stream off without its last chunk, as a dropped connection does."""
+
+    __slots__ = ("chunks", "cancel", "headers", "status")
+
+    def __init__(self, chunks: Iterator[bytes], cancel: threading.Event, headers: dict[str, str] | None = None):
+        self.status = 200
+        self.chunks = chunks
+        self.cancel = cancel
         self.headers = headers or {}
 
 
@@ -409,9 +570,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length > 0 else b""
+            fake = self.server.fake
             try:
-                response = self.server.fake._handle(
-                    method, self.path, self.headers.get("Authorization"), body
+                response = fake._handle(
+                    method, self.path, self.headers.get("Authorization"), body, accept=self.headers.get("Accept")
                 )
             except Exception as exc:
                 # a bug here should reach the client as a 500, not a dropped connection
@@ -420,6 +582,9 @@ class _Handler(BaseHTTPRequestHandler):
             if response is None:  # server stopping mid-delay
                 self.close_connection = True
                 return
+            if isinstance(response, _Stream):
+                self._stream(response)
+                return
             self.send_response(response.status)
             headers = {"Content-Type": "application/json", **response.headers}
             headers["Content-Length"] = str(len(response.body))
@@ -427,9 +592,42 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(response.body)
+            fake._sent(len(response.body))
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
             # the client gave up (e.g. its timeout fired during a delay fault)
             self.close_connection = True
+
+    def _stream(self, stream: _Stream) -> None:
+        """A watch: chunked transfer encoding, one chunk per JSON line, as kube-apiserver sends it."""
+        fake = self.server.fake
+        self.send_response(200)
+        headers = {"Content-Type": "application/json", "Transfer-Encoding": "chunked", **stream.headers}
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.flush()
+        fake._watching(self.connection, stream.cancel, True)
+        try:
+            for chunk in stream.chunks:
+                if stream.cancel.is_set():
+                    break
+                data = b"%x\r\n%s\r\n" % (len(chunk), chunk)
+                self.wfile.write(data)
+                self.wfile.flush()
+                fake._sent(len(data))
+            if stream.cancel.is_set():
+                # dropped: no last chunk, the client sees the connection break mid-stream
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        finally:
+            fake._watching(self.connection, stream.cancel, False)
+            close = getattr(stream.chunks, "close", None)
+            if close is not None:
+                close()
 
 
 class FakeApiServer:
@@ -441,6 +639,11 @@ class FakeApiServer:
         token: str | None = "fake-token",  # noqa: S107 - a loopback test double's well-known token
         page_size: int | None = None,
         verbose: bool = False,
+        bookmark_interval: float = 60.0,
+        watch_timeout: float = 1800.0,
+        watch_list: bool = True,
+        expired_watch: str = "event",
+        clock: Callable[[], datetime] | None = None,
     ):
         self.cluster = cluster
         self.host = host
@@ -449,10 +652,24 @@ class FakeApiServer:
         # server-side cap on list pages: real servers may return fewer than limit
         self.page_size = page_size
         self.verbose = verbose
+        # Watches: a BOOKMARK this often when asked for (kube-apiserver: about a minute); a watch without
+        # timeoutSeconds ends after watch_timeout (its --min-request-timeout); sendInitialEvents is served
+        # when watch_list (the WatchList feature), else refused with 422 as a server without it does; a
+        # watch from a compacted resourceVersion gets an ERROR event (as kube-apiserver's watch cache
+        # answers) or, with expired_watch="http", a plain 410.
+        self.bookmark_interval = bookmark_interval
+        self.watch_timeout = watch_timeout
+        self.watch_list = watch_list
+        if expired_watch not in ("event", "http"):
+            raise ValueError("expired_watch is 'event' or 'http'")
+        self.expired_watch = expired_watch
+        self.clock = clock or (lambda: datetime.now(UTC))  # ages in Table answers
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.bytes_sent = 0  # response bodies (and chunk framing) written, for cost measurements
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
+        self._watches: dict[socket.socket, threading.Event] = {}
         self._stopping = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -488,6 +705,7 @@ class FakeApiServer:
         if httpd is None:
             return
         self._stopping.set()  # wakes handlers sleeping in a delay fault
+        self.drop_watches()
         httpd.shutdown()
         httpd.server_close()
         # keep-alive connections would otherwise keep their handler threads alive
@@ -513,6 +731,32 @@ class FakeApiServer:
                 self._conns.add(conn)
             else:
                 self._conns.discard(conn)
+
+    def _sent(self, n: int) -> None:
+        with self._lock:
+            self.bytes_sent += n
+
+    def _watching(self, conn: socket.socket, cancel: threading.Event, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._watches[conn] = cancel
+            else:
+                self._watches.pop(conn, None)
+
+    @property
+    def watch_count(self) -> int:
+        with self._lock:
+            return len(self._watches)
+
+    def drop_watches(self) -> int:
+        """Cut every open watch off mid-stream (a load balancer's idle timeout, an apiserver restart)."""
+        with self._lock:
+            watches = list(self._watches.items())
+        for conn, cancel in watches:
+            cancel.set()
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        return len(watches)
 
     # -- faults
 
@@ -563,7 +807,9 @@ class FakeApiServer:
 
     # -- request handling
 
-    def _handle(self, method: str, raw_path: str, authorization: str | None, body: bytes) -> _Response | None:
+    def _handle(
+        self, method: str, raw_path: str, authorization: str | None, body: bytes, accept: str | None = None
+    ) -> _Response | _Stream | None:
         split = urlsplit(raw_path)
         path = unquote(split.path)
         if len(path) > 1:
@@ -585,9 +831,12 @@ class FakeApiServer:
             if fault.body is not None:
                 return _Response(200, fault.body)
             if fault.truncate:
-                normal = self._serve(method, path, query, authorization)
+                normal = self._serve(method, path, query, authorization, accept)
+                if isinstance(normal, _Stream):
+                    normal.cancel.set()
+                    return _Response(200, b'{"type":"ADDED","object":{"kind"')
                 return _Response(200, normal.body[: len(normal.body) // 2])
-        return self._serve(method, path, query, authorization)
+        return self._serve(method, path, query, authorization, accept)
 
     def _fault_status(self, fault: Fault, path: str) -> _Response:
         code = fault.status if fault.status is not None else 429
@@ -612,7 +861,9 @@ class FakeApiServer:
         scheme, _, value = authorization.partition(" ")
         return scheme.lower() == "bearer" and value.strip() == self.token
 
-    def _serve(self, method: str, path: str, query: dict[str, str], authorization: str | None) -> _Response:
+    def _serve(
+        self, method: str, path: str, query: dict[str, str], authorization: str | None, accept: str | None = None
+    ) -> _Response | _Stream:
         if not self._authorized(authorization, path):
             return _error(401)
         if method != "GET":
@@ -669,10 +920,17 @@ class FakeApiServer:
                 return _error(404)
             return self._get_one(res, namespace or "", rest[1])
 
-        watch = query.get("watch", "").lower()
-        if watch not in ("", "false", "0"):
-            return _error(400, "watch is not supported by the fake API server; use list with limit/continue")
-        return self._list(res, namespace, query)
+        try:
+            selects = combined(
+                field_matcher(res.name, res.namespaced, query.get("fieldSelector", "")),
+                label_matcher(query.get("labelSelector", "")),
+            )
+        except SelectorError as exc:
+            return _error(400, str(exc))
+        table = wants_table(accept)
+        if _is_watch(query):
+            return self._watch(res, namespace, query, selects, table)
+        return self._list(res, namespace, query, selects, table)
 
     def _resource_list(self, api_version: str) -> _Response:
         resources = [
@@ -681,7 +939,7 @@ class FakeApiServer:
                 "singularName": r.kind.lower(),
                 "namespaced": r.namespaced,
                 "kind": r.kind,
-                "verbs": ["get", "list"],
+                "verbs": ["get", "list", "watch"],
             }
             for r in RESOURCES
             if r.api_version == api_version
@@ -703,11 +961,141 @@ class FakeApiServer:
         details = {"name": name, "group": res.group, "kind": res.name}
         return _error(404, f'{res.qualified} "{name}" not found', details)
 
-    def _list(self, res: Resource, namespace: str | None, query: dict[str, str]) -> _Response:
+    def _watch(
+        self, res: Resource, namespace: str | None, query: dict[str, str], selects: Matcher | None, table: bool
+    ) -> _Response | _Stream:
+        """A watch as kube-apiserver serves it (see the class's settings for what it can be told to do)."""
+        raw_rv = query.get("resourceVersion", "")
+        match = query.get("resourceVersionMatch", "")
+        initial = query.get("sendInitialEvents", "").lower()
+        bookmarks = query.get("allowWatchBookmarks", "").lower() in ("true", "1")
+        try:
+            timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else self.watch_timeout
+        except ValueError:
+            return _error(400, f"invalid timeoutSeconds: {query.get('timeoutSeconds')!r}")
+        if initial not in ("", "true", "false"):
+            return _error(400, f"invalid sendInitialEvents: {initial!r}")
+        if initial:
+            if not self.watch_list:
+                return _error(422, "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless "
+                              "the WatchList feature gate is enabled")
+            if match != "NotOlderThan":
+                return _error(422, "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
+                              "resourceVersionMatch to NotOlderThan")
+            if initial == "true" and not bookmarks:
+                return _error(422, "allowWatchBookmarks: Forbidden: sendInitialEvents requires setting "
+                              "allowWatchBookmarks to true")
+        elif match:
+            return _error(422, "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch "
+                          "unless sendInitialEvents is provided")
+        rv: int | None = None
+        if raw_rv not in ("", "0"):
+            try:
+                rv = int(raw_rv)
+            except ValueError:
+                return _error(400, f'resourceVersion: Invalid value: "{raw_rv}": strconv.ParseUint: parsing '
+                              f'"{raw_rv}": invalid syntax')
+        _, current, index = self.cluster.snapshot()
+        send_initial = initial == "true"
+        synthetic = send_initial or (rv is None and initial != "false")
+        start = current if synthetic or rv is None else rv
+        if not synthetic and start < self.cluster.compacted:
+            gone = Gone(start, self.cluster.compacted)
+            if self.expired_watch == "http":
+                return _error(410, str(gone))
+        entries = index[res.name] if synthetic else []
+        cancel = threading.Event()
+
+        def visible(entry: _Entry | None) -> bool:
+            return (
+                entry is not None
+                and (namespace is None or entry.namespace == namespace)
+                and (selects is None or selects(entry.obj))
+            )
+
+        prefix = orjson.dumps({"kind": res.kind, "apiVersion": res.api_version})[:-1] + b","
+
+        def line(kind: str, entry: _Entry) -> bytes:
+            if table:
+                meta = {"resourceVersion": str(entry.rv)}
+                body = orjson.dumps(tables.table(res.kind, [entry.obj], self.clock(), meta))
+            else:
+                body = prefix + entry.item[1:] if entry.item != b"{}" else orjson.dumps(entry.obj)
+            return b'{"type":"' + kind.encode() + b'","object":' + body + b"}\n"
+
+        def bookmark(at: int, end_of_initial: bool = False) -> bytes:
+            meta: dict[str, Any] = {"resourceVersion": str(at)}
+            if end_of_initial:
+                meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+            obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
+            return orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n"
+
+        def expired(gone: Gone) -> bytes:
+            status = orjson.loads(status_body(410, str(gone)))
+            return orjson.dumps({"type": "ERROR", "object": status}) + b"\n"
+
+        def event_for(change: Change) -> bytes | None:
+            if change.resource != res.name:
+                return None
+            if change.type == "DELETED":
+                return line("DELETED", change.new) if visible(change.old) else None
+            now_visible = visible(change.new)
+            if change.type == "ADDED":
+                return line("ADDED", change.new) if now_visible else None
+            was_visible = visible(change.old)
+            if was_visible and now_visible:
+                return line("MODIFIED", change.new)
+            if was_visible:
+                return line("DELETED", change.new)  # no longer selected
+            return line("ADDED", change.new) if now_visible else None
+
+        def chunks() -> Iterator[bytes]:
+            deadline = time.monotonic() + timeout
+            last = start
+            for entry in entries:
+                if visible(entry):
+                    yield line("ADDED", entry)
+            if send_initial:
+                yield bookmark(last, end_of_initial=True)
+            next_bookmark = time.monotonic() + self.bookmark_interval
+            while not cancel.is_set() and not self._stopping.is_set():
+                try:
+                    changes, current = self.cluster.changes_after(last)
+                except Gone as exc:
+                    yield expired(exc)
+                    return
+                for change in changes:
+                    event = event_for(change)
+                    if event is not None:
+                        yield event
+                last = current
+                now = time.monotonic()
+                if now >= deadline:
+                    if bookmarks:
+                        yield bookmark(last)  # kube-apiserver's last word before a timeout
+                    return
+                if bookmarks and now >= next_bookmark:
+                    yield bookmark(last)
+                    next_bookmark = now + self.bookmark_interval
+                wake = min(deadline, next_bookmark) if bookmarks else deadline
+                self.cluster.wait_for_change(last, min(max(wake - now, 0.0), 0.25))
+
+        return _Stream(chunks(), cancel)
+
+    def _list(
+        self,
+        res: Resource,
+        namespace: str | None,
+        query: dict[str, str],
+        selects: Matcher | None = None,
+        table: bool = False,
+    ) -> _Response:
         stage, generation, index = self.cluster.snapshot()
         entries = index[res.name]
         if namespace is not None:
             entries = [e for e in entries if e.namespace == namespace]
+        if selects is not None:
+            entries = [e for e in entries if selects(e.obj)]
 
         try:
             limit = int(query.get("limit") or 0)
@@ -735,6 +1123,9 @@ class FakeApiServer:
         if end < len(entries):
             meta["continue"] = encode_continue(stage, generation, res.name, namespace or "", end)
             meta["remainingItemCount"] = len(entries) - end
+        if table:
+            include = query.get("includeObject") or "Metadata"
+            return _json(tables.table(res.kind, [e.obj for e in page], self.clock(), meta, include))
         head = orjson.dumps({"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta})
         # splice pre-serialized items in, so big stages cost one join per request
         body = head[:-1] + b',"items":[' + b",".join(e.item for e in page) + b"]}"
@@ -773,6 +1164,11 @@ class FakeApiServer:
             for fault in faults:
                 self.inject(fault)
             return _json({"faults": len(self.faults)})
+        if path == "/_fake/compact" and method == "POST":
+            self.cluster.compact()
+            return _json({"compacted": self.cluster.compacted})
+        if path == "/_fake/drop-watches" and method == "POST":
+            return _json({"dropped": self.drop_watches()})
         if path == "/_fake/faults" and method == "DELETE":
             self.clear_faults()
             return _json({"faults": 0})
@@ -787,6 +1183,9 @@ class FakeApiServer:
             "stage": self.cluster.stage,
             "stages": self.cluster.stage_count,
             "resourceVersion": self.cluster.resource_version,
+            "compacted": str(self.cluster.compacted),
+            "watches": self.watch_count,
+            "bytes_sent": self.bytes_sent,
             "faults": faults,
             "request_count": count,
             "requests": recent,
@@ -809,6 +1208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", help="write a kubeconfig pointing at this server here")
     parser.add_argument("--token", default="fake-token")
     parser.add_argument("--page-size", type=int, default=None, help="cap every list page at N items")
+    parser.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
+    parser.add_argument("--no-watch-list", action="store_true", help="refuse sendInitialEvents (no WatchList)")
     parser.add_argument("--verbose", action="store_true", help="log requests to stderr")
     args = parser.parse_args(argv)
 
@@ -820,6 +1221,8 @@ def main(argv: list[str] | None = None) -> int:
         token=args.token,
         page_size=args.page_size,
         verbose=args.verbose,
+        bookmark_interval=args.bookmark_interval,
+        watch_list=not args.no_watch_list,
     )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

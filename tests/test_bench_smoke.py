@@ -37,6 +37,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "worker_memory.py": (["--nodes", "4", "--snapshots", "2"], "rss_mb"),
     "layer_storage.py": (["--nodes", "4", "--hours", "2"], "layer_vs_history"),
     "import_memory.py": (["--namespaces-mb", "0.05", "--pods-mb", "0.05"], "rss_vs_input"),
+    "watch_cost.py": (["--nodes", "4", "--minutes", "0.1", "--interval", "2"], "watch_vs_poll_cpu"),
 }
 TIMEOUT_S = 240
 

@@ -188,7 +188,9 @@ def test_base_renders_everything_in_one_namespace(base: list[dict[str, Any]]) ->
     for doc in base:
         if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
             assert doc["metadata"]["namespace"] == "claimline", doc["metadata"]["name"]
-    assert set(_pod_specs(base)) == {"claimline-web", "claimline-worker", "claimline-beat", "claimline-migrate"}
+    assert set(_pod_specs(base)) == {
+        "claimline-web", "claimline-worker", "claimline-beat", "claimline-migrate", "claimline-watcher"
+    }
 
 
 def test_rendered_rbac_is_what_the_collector_reads(base: list[dict[str, Any]]) -> None:
@@ -200,9 +202,9 @@ def test_rendered_rbac_is_what_the_collector_reads(base: list[dict[str, Any]]) -
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "claimline-collector", "namespace": "claimline"}]
 
 
-def test_only_the_worker_gets_a_token(base: list[dict[str, Any]]) -> None:
+def test_only_the_collectors_get_a_token(base: list[dict[str, Any]]) -> None:
     for name, spec in _pod_specs(base).items():
-        if name == "claimline-worker":
+        if name in ("claimline-worker", "claimline-watcher"):
             assert spec["serviceAccountName"] == "claimline-collector"
             assert spec["automountServiceAccountToken"] is True
         else:
@@ -230,7 +232,9 @@ def test_pods_are_hardened_and_sized(base: list[dict[str, Any]]) -> None:
 
 def test_commands_probes_and_migrations(base: list[dict[str, Any]]) -> None:
     specs = _pod_specs(base)
-    web, worker, beat = (specs[f"claimline-{c}"]["containers"][0] for c in ("web", "worker", "beat"))
+    web, worker, beat, watcher = (
+        specs[f"claimline-{c}"]["containers"][0] for c in ("web", "worker", "beat", "watcher")
+    )
     assert web["command"][:2] == ["gunicorn", "claimline.wsgi"]
     assert worker["command"][:4] == ["celery", "-A", "claimline", "worker"]
     assert beat["command"][:4] == ["celery", "-A", "claimline", "beat"]
@@ -238,10 +242,16 @@ def test_commands_probes_and_migrations(base: list[dict[str, Any]]) -> None:
         assert web[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
         assert "inspect ping" in " ".join(worker[probe]["exec"]["command"])
         assert "celerybeat-schedule" in " ".join(beat[probe]["exec"]["command"])
+    # The watcher: watch mode by default; its liveness probe reads the files it touches on every event.
+    assert watcher["command"][:3] == ["python", "manage.py", "watch"]
+    alive_dir = watcher["command"][watcher["command"].index("--alive-dir") + 1]
+    assert alive_dir.startswith("/tmp/") and alive_dir in " ".join(watcher["livenessProbe"]["exec"]["command"])
+    config = next(d for d in base if d["kind"] == "ConfigMap")
+    assert config["data"]["CLAIMLINE_COLLECT_MODE"] == "watch"
     assert {"name": "http", "containerPort": 8000, "protocol": "TCP"} in web["ports"]
     # One Job migrates; every Deployment waits for it.
     assert specs["claimline-migrate"]["containers"][0]["command"] == ["python", "manage.py", "migrate", "--noinput"]
-    for name in ("claimline-web", "claimline-worker", "claimline-beat"):
+    for name in ("claimline-web", "claimline-worker", "claimline-beat", "claimline-watcher"):
         assert specs[name]["initContainers"][0]["command"] == ["python", "manage.py", "migrate", "--check"]
     # Probes and scrapes reach the Pod by IP, so its IP is an allowed host, after the Secret's.
     env = [e["name"] for e in web["env"]]
@@ -280,7 +290,8 @@ def test_network_policies(base: list[dict[str, Any]]) -> None:
         labels = template["metadata"]["labels"]
         egress = _allowed(policies, labels, "egress")
         ingress = _allowed(policies, labels, "ingress")
-        assert egress == (datastores | apiserver if name == "claimline-worker" else datastores), name
+        reads_api = name in ("claimline-worker", "claimline-watcher")
+        assert egress == (datastores | apiserver if reads_api else datastores), name
         assert ingress == ({("TCP", 8000)} if name == "claimline-web" else set()), name
 
 

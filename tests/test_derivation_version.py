@@ -65,7 +65,8 @@ def _derive_everything(tmp_path: Path) -> None:
                 )
 
 
-def _value(row: models.Model, field: models.Field) -> Any:
+def row_value(row: models.Model, field: models.Field) -> Any:
+    """A derived row's field as comparable JSON: a snapshot by its time, a document unpacked."""
     if isinstance(field, models.ForeignKey | models.OneToOneField):
         target = getattr(row, field.name)
         if isinstance(target, Snapshot):
@@ -94,7 +95,7 @@ def derived_rows() -> dict[str, list[bytes]]:
             if f.name not in SKIPPED_FIELDS and not (f.primary_key and isinstance(f, models.AutoField | models.BigAutoField))
         ]
         rows = [
-            orjson.dumps({f.name: _value(row, f) for f in fields}, option=orjson.OPT_SORT_KEYS)
+            orjson.dumps({f.name: row_value(row, f) for f in fields}, option=orjson.OPT_SORT_KEYS)
             for row in model.objects.select_related().all()
         ]
         out[model.__name__] = sorted(rows)

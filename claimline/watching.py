@@ -1,0 +1,282 @@
+"""The long-running watch of a cluster: ``collector.watch`` writes batches, then each is derived and told
+to notices, as a collection is (``claimline.pipeline``).
+
+Derivation is coalesced: a batch waits (up to ``CLAIMLINE_WATCH_MAX_DELAY``) while the one before it
+is being derived, so a burst of changes lands as one snapshot and costs one derivation. In process
+(``CLAIMLINE_SCHEDULER=in-process``: ``serve``) a thread of this process derives; with Celery a
+``derived.tasks.derive_cluster`` task does, and the batch waits for its ``DerivedSnapshot``.
+
+Across replicas one watcher holds a cluster: a lease in Redis (the collection lock's key, so Celery
+beat's fallback collection skips the cluster meanwhile), renewed every third of its time; a replica
+that loses it stops without writing and waits as a standby. A file per cluster is touched on every
+event, bookmark and list page, and while standing by, for a liveness probe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import redis
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from claimline.pipeline import collect_and_derive
+from collector.collect import configured_cluster
+from collector.kinds import RESOURCE_TYPES
+from collector.kube import CollectionError, api_client_for
+from collector.locks import REDIS_TIMEOUT
+from collector.models import Snapshot
+from collector.watch import Watcher, WatchSettings
+from demo.source import demo_kubeconfig, replay_demo_history
+from derived.models import DerivedSnapshot
+from derived.pipeline import derive_after_write, derive_backlog
+from notify.hooks import in_process
+from notify.tasks import enqueue_scan
+
+log = logging.getLogger("claimline.watch")
+
+
+def lease_key(name: str) -> str:
+    return f"claimline:collect:{name}"  # collector.locks.collection_lock's: a poll and a watch exclude each other
+
+
+class Lease:
+    """One process's hold on a cluster, in Redis, kept while renewed."""
+
+    def __init__(self, name: str, ttl: float) -> None:
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=REDIS_TIMEOUT, socket_timeout=REDIS_TIMEOUT
+        )
+        self.ttl = ttl
+        self.lock = client.lock(lease_key(name), timeout=ttl)
+        self.renewed = 0.0
+
+    def acquire(self) -> bool:
+        try:
+            got = bool(self.lock.acquire(blocking=False))
+        except redis.exceptions.RedisError as exc:
+            log.warning("cannot reach Redis for the watch lease: %s", exc)
+            return False
+        if got:
+            self.renewed = time.monotonic()
+        return got
+
+    def keep(self) -> bool:
+        """Renew when a third of the lease has passed; False once it is lost."""
+        if time.monotonic() - self.renewed < self.ttl / 3:
+            return True
+        try:
+            self.lock.reacquire()
+        except redis.exceptions.LockError:
+            return False
+        except redis.exceptions.RedisError as exc:
+            # Redis unreachable: held until the lease would have run out, then given up
+            log.warning("cannot renew the watch lease: %s", exc)
+            return time.monotonic() - self.renewed < self.ttl
+        self.renewed = time.monotonic()
+        return True
+
+    def release(self) -> None:
+        with contextlib.suppress(redis.exceptions.RedisError):  # expired, or Redis gone: it runs out by itself
+            self.lock.release()
+
+
+class Liveness:
+    """A file touched (at most once a second) whenever the watch hears from the API server."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.touched = 0.0
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def __call__(self) -> None:
+        now = time.monotonic()
+        if self.path is None or now - self.touched < 1.0:
+            return
+        self.touched = now
+        try:
+            self.path.touch()
+        except OSError as exc:
+            log.warning("cannot touch %s: %s", self.path, exc)
+
+
+class DerivationLane:
+    """This process's derivation of one cluster's batches, in a thread: each ``submit`` asks for the
+    backlog to be derived (one run covers every batch written meanwhile), then notices."""
+
+    def __init__(self, cluster_id: int, clock: Callable[[], datetime]) -> None:
+        self.cluster_id = cluster_id
+        self.clock = clock
+        self._wanted = threading.Event()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._latest: Snapshot | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"derive-{cluster_id}", daemon=True)
+        self._thread.start()
+
+    def submit(self, snapshot: Snapshot) -> None:
+        self._latest = snapshot
+        self._idle.clear()
+        self._wanted.set()
+
+    @property
+    def idle(self) -> bool:
+        return self._idle.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._idle.wait(timeout)
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Finish what was submitted, then stop."""
+        self._idle.wait(timeout)
+        self._stop.set()
+        self._wanted.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            connections.close_all()  # this thread's
+
+    def _loop(self) -> None:
+        while True:
+            self._wanted.wait()
+            if self._stop.is_set():
+                return
+            self._wanted.clear()
+            snapshot = self._latest
+            try:
+                if settings.CLAIMLINE_DERIVE and snapshot is not None and snapshot.status != Snapshot.Status.FAILED:
+                    derive_backlog(self.cluster_id)
+                if snapshot is not None:
+                    in_process(snapshot, self.clock)
+            except Exception:
+                log.exception("deriving the watched batches of cluster %s failed", self.cluster_id)
+            finally:
+                close_old_connections()
+                if not self._wanted.is_set():
+                    self._idle.set()
+
+
+class _CeleryFollowUp:
+    """With Celery: queue each batch's derivation and notices; a batch waits for the last one's derivation."""
+
+    def __init__(self) -> None:
+        self.last: Snapshot | None = None
+        self._checked = 0.0
+        self._derived = True
+
+    def after_write(self, snapshot: Snapshot) -> None:
+        if snapshot.status != Snapshot.Status.FAILED:
+            derive_after_write(snapshot, inline=False)
+            self.last, self._derived = snapshot, not settings.CLAIMLINE_DERIVE
+        enqueue_scan(snapshot)
+
+    def ready(self) -> bool:
+        if self._derived or self.last is None:
+            return True
+        now = time.monotonic()
+        if now - self._checked >= 0.5:
+            self._checked = now
+            self._derived = DerivedSnapshot.objects.filter(snapshot=self.last).exists()
+        return self._derived
+
+
+def watch_settings() -> WatchSettings:
+    return WatchSettings(
+        timeout=float(settings.CLAIMLINE_WATCH_TIMEOUT),
+        request_timeout=settings.CLAIMLINE_REQUEST_TIMEOUT,
+        page_size=settings.CLAIMLINE_PAGE_SIZE,
+        max_retries=settings.CLAIMLINE_MAX_RETRIES,
+        batch_seconds=settings.CLAIMLINE_WATCH_BATCH_SECONDS,
+        batch_events=settings.CLAIMLINE_WATCH_BATCH_EVENTS,
+        max_delay=settings.CLAIMLINE_WATCH_MAX_DELAY,
+        checkpoint=float(settings.CLAIMLINE_COLLECT_INTERVAL),
+    )
+
+
+def make_watcher(
+    name: str, clock: Callable[[], datetime], alive: Callable[[], None]
+) -> tuple[Watcher, Callable[[], None]]:
+    """A watcher of cluster ``name`` wired to this process's derivation and notices, and what closes them.
+
+    A demo cluster without history replays its story first (as its first collection does)."""
+    source = configured_cluster(name)
+    kubeconfig = None
+    if source.kind == "demo":
+        replay_demo_history(source, clock(), clock, collect_and_derive)
+        kubeconfig = demo_kubeconfig(name, clock())
+    api = api_client_for(source, kubeconfig, pool_size=2 * len(RESOURCE_TYPES))
+    where = f"api {api.configuration.host} ({source.describe()})"
+    if settings.CLAIMLINE_SCHEDULER == "celery":
+        follow = _CeleryFollowUp()
+        watcher = Watcher(name, api, where, clock, watch_settings(), follow.after_write, follow.ready, alive)
+        return watcher, lambda: None
+    holder: dict[str, DerivationLane] = {}
+
+    def after_write(snapshot: Snapshot) -> None:
+        if "lane" not in holder:
+            holder["lane"] = DerivationLane(snapshot.cluster_id, clock)
+        holder["lane"].submit(snapshot)
+
+    def ready() -> bool:
+        return "lane" not in holder or holder["lane"].idle
+
+    def close() -> None:
+        if "lane" in holder:
+            holder["lane"].close()
+
+    return Watcher(name, api, where, clock, watch_settings(), after_write, ready, alive), close
+
+
+def watch_cluster(
+    name: str,
+    clock: Callable[[], datetime],
+    stop: threading.Event,
+    lease: bool = True,
+    alive_dir: Path | None = None,
+) -> None:
+    """Watch cluster ``name`` until ``stop`` is set; with ``lease``, only while this process holds it.
+
+    On ``stop`` (SIGTERM) what arrived is stored and derived before returning."""
+    alive = Liveness(alive_dir / name if alive_dir is not None else None)
+    hold = Lease(name, settings.CLAIMLINE_WATCH_LEASE) if lease else None
+    while not stop.is_set():
+        if hold is not None and not hold.acquire():
+            alive()  # a standby is alive too
+            stop.wait(min(5.0, hold.ttl / 3))
+            continue
+        try:
+            watcher, close = make_watcher(name, clock, alive)
+        except CollectionError as exc:
+            log.error("cannot watch %s: %s", name, exc)
+            if hold is not None:
+                hold.release()
+            stop.wait(10.0)
+            continue
+        log.info("watching %s (%s)", name, watcher.source)
+        try:
+            watcher.start()
+            while not stop.is_set():
+                watcher.pump(0.2)
+                if hold is not None and not hold.keep():
+                    log.error("lost the watch lease of %s: another replica watches it; standing by", name)
+                    watcher.abandon()
+                    break
+                watcher.step()
+        finally:
+            watcher.stop(commit=not watcher.abandoned)
+            close()
+            if hold is not None and not watcher.abandoned:
+                hold.release()
+            close_old_connections()
+    connections.close_all()  # this thread's: it ends here
