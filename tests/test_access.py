@@ -150,6 +150,8 @@ def test_snapshot_errors_only_for_admins(clients: dict[str, Client]) -> None:
 def test_opaque_device_config_only_for_admins(clients: dict[str, Client], tmp_path: Any) -> None:
     from django.core.management import call_command
 
+    from datetime import timedelta
+
     from demo import builders as b
     from demo.story import DEMO_BASE
 
@@ -157,7 +159,7 @@ def test_opaque_device_config_only_for_admins(clients: dict[str, Client], tmp_pa
         "gpu-mig", config=[{"opaque": {"driver": "gpu.nvidia.com", "parameters": {"sharing": "secret-strategy"}}}]
     )
     (tmp_path / "c.json").write_bytes(b.dump_json([configured]))
-    call_command("import-snapshot", str(tmp_path / "c.json"), "--at", DEMO_BASE.replace(year=2027).isoformat())
+    call_command("import-snapshot", str(tmp_path / "c.json"), "--at", (DEMO_BASE + timedelta(hours=1)).isoformat())
     assert "secret-strategy" in body(clients["owner"], "/c/demo/classes/")
     member = body(clients["member"], "/c/demo/classes/")
     assert "secret-strategy" not in member and "shown to platform admins" in member
