@@ -148,9 +148,9 @@ def test_snapshot_errors_only_for_admins(clients: dict[str, Client]) -> None:
 
 
 def test_opaque_device_config_only_for_admins(clients: dict[str, Client], tmp_path: Any) -> None:
-    from django.core.management import call_command
-
     from datetime import timedelta
+
+    from django.core.management import call_command
 
     from demo import builders as b
     from demo.story import DEMO_BASE
