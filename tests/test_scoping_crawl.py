@@ -134,7 +134,9 @@ class Crawl:
                 continue
             body = b"".join(response.streaming_content) if response.streaming else response.content
             text = body.decode(errors="replace")
-            if response.status_code != 200 and not (url.startswith("/metrics") and response.status_code == 401):
+            # 204: a live page's poll finding nothing newer than what it shows (htmx keeps the page as it is).
+            expected = (200, 204) if htmx else (200,)
+            if response.status_code not in expected and not (url.startswith("/metrics") and response.status_code == 401):
                 self.failures.append(f"{url} (htmx={htmx}): {response.status_code}")
             for match in self.forbidden.finditer(text):
                 context = text[max(match.start() - 80, 0) : match.end() + 40].replace("\n", " ")
