@@ -320,18 +320,17 @@ class DumpReader:
 
     def _refuse_twice(self, obj: NormalizedObject, path: Path, position: int | None) -> None:
         """Two states of one object: which one the cluster was in cannot be told, so the dump is refused."""
+        again = DumpReader(self.paths)  # reads the files from the start; only on a matching hash
         for first_path in self.paths:
-            for kind, item, first_position in DumpReader(self.paths)._entries(first_path):
+            for kind, item, first_position in again._entries(first_path):
                 if kind != obj.kind or not isinstance(item, dict) or uid_of(item) != obj.uid:
                     continue
                 if (first_path, first_position) == (path, position):
                     return  # only the hashes met: this is the object's first appearance
-                meta = item.get("metadata")
-                meta = meta if isinstance(meta, dict) else {}
-                first_name = "/".join(str(n) for n in (meta.get("namespace"), meta.get("name")) if n)
+                first = normalize(kind, item, first_position)  # stored already, so it normalizes
                 raise DumpError(
                     f"two {obj.kind} objects with uid {obj.uid}: {first_path}: item {first_position or 0} "
-                    f"({first_name}) and {path}: item {position or 0} ({_named(obj)}); a dump holds each object once"
+                    f"({_named(first)}) and {path}: item {position or 0} ({_named(obj)}); a dump holds each object once"
                 )
 
 
