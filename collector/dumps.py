@@ -103,6 +103,8 @@ def _items(path: Path, doc: Any, dump: ParsedDump) -> Iterator[tuple[str, Any, i
         for i, item in enumerate(items):
             if isinstance(item, dict) and "kind" not in item and kind in LIST_KINDS:
                 item = {**item, "kind": LIST_KINDS[kind]}
+                if "apiVersion" not in item and doc.get("apiVersion") in BY_KIND[item["kind"]].api_versions:
+                    item["apiVersion"] = doc["apiVersion"]  # a typed list of an older version: its items are too
             yield from _single(path, item, i, dump)
         return
     yield from _single(path, doc, None, dump)
@@ -118,10 +120,10 @@ def _single(path: Path, item: Any, position: int | None, dump: ParsedDump) -> It
     if kind not in BY_KIND:
         dump.ignored[kind] = dump.ignored.get(kind, 0) + 1
         return
-    expected = BY_KIND[kind].api_version
-    if item.get("apiVersion") not in (None, expected):
+    versions = BY_KIND[kind].api_versions
+    if item.get("apiVersion") not in (None, *versions):
         raise DumpError(
-            f"{path}: {where} is {kind} {item.get('apiVersion')}; Claimline reads {kind} {expected}"
+            f"{path}: {where} is {kind} {item.get('apiVersion')}; Claimline reads {kind} {' or '.join(versions)}"
         )
     yield kind, item, position if position is not None else 0
 

@@ -55,8 +55,28 @@ SHAPES: dict[str, tuple[tuple[tuple[str, ...], type], ...]] = {
         (("spec", "selectors", "*"), _DICT),
         (("spec", "config"), _LIST),
     ),
+    "DeviceTaintRule": (
+        (("spec", "deviceSelector"), _DICT),
+        (("spec", "taint"), _DICT),
+        (("status", "conditions"), _LIST),
+        (("status", "conditions", "*"), _DICT),
+    ),
+    "Workload": (
+        (("spec", "podGroupTemplates"), _LIST),
+        (("spec", "podGroupTemplates", "*"), _DICT),
+    ),
+    "PodGroup": (
+        (("spec", "schedulingPolicy"), _DICT),
+        (("spec", "resourceClaims"), _LIST),
+        (("spec", "resourceClaims", "*"), _DICT),
+        (("status", "conditions"), _LIST),
+        (("status", "conditions", "*"), _DICT),
+        (("status", "resourceClaimStatuses"), _LIST),
+        (("status", "resourceClaimStatuses", "*"), _DICT),
+    ),
     "Pod": (
         (("spec", "nodeName"), _STR),
+        (("spec", "schedulingGroup"), _DICT),
         (("spec", "resourceClaims"), _LIST),
         (("spec", "resourceClaims", "*"), _DICT),
         (("spec", "containers"), _LIST),
