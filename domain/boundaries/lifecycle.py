@@ -51,16 +51,23 @@ from domain.boundaries.judgement import (
 from domain.boundaries.preparation import preparation_boundary
 from domain.boundaries.runtime import runtime_boundary
 from domain.cluster import extended_resources as ext
+from domain.cluster.asks import taint_label
 from domain.cluster.pod_claims import PodClaim, resolve_pod_claims
 from domain.cluster.state import HistoryView, Object, meta, ns_name, uid_of
 from domain.cluster.state import status_of as _status
 from domain.cluster.timefmt import earliest, rfc3339
 from domain.inventory.devices import (
+    RULE_KEY,
+    AdvertisedDevice,
     Inventory,
     allocated_devices,
     allocation,
     allocation_node,
+    evicting_taints,
     is_allocated,
+    rule_evidence,
+    taint_evidence,
+    taint_source,
 )
 
 _MAX_DEVICE_EVIDENCE = 64
@@ -203,7 +210,9 @@ def _allocation_evidence(ctx: PodContext, lc: ClaimLifecycle) -> list[dict[str, 
 
 def _inventory_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     # The scheduler only allocates advertised devices, so the allocation itself proves the
-    # inventory held; whether the devices are still advertised now is shown, not judged.
+    # inventory held; whether the devices are still advertised now is shown, not judged. What
+    # fails it is a device taken away from under the Pod: a NoExecute taint the claim does not
+    # tolerate, on which the device taint eviction controller evicts the Pod.
     evidence = []
     created = []
     for d in lc.devices:
@@ -213,9 +222,72 @@ def _inventory_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
                 {"kind": "Device", "driver": d.driver, "pool": d.pool, "device": d.device, "advertised": False}
             )
         else:
-            evidence.append({**describe_device(advertised), "advertised": True})
+            entry = {**describe_device(advertised), "advertised": True}
+            if advertised.taints:
+                entry["taints"] = [taint_evidence(advertised, t) for t in advertised.taints]
+            evidence.append(entry)
             created.append(advertised.slice_created)
-    return Boundary(OK, since=earliest(created), evidence=evidence)
+    evicting = evicting_taints(ctx.inventory, lc.pod_claim.claim, lc.devices)
+    evidence += _rule_evidence(ctx, evicting)
+    eviction = _eviction_evidence(ctx) if evicting else None
+    if eviction is None:
+        return Boundary(OK, since=earliest(created), evidence=evidence)
+    since, how, seen = eviction
+    device, taint, seconds = evicting[0]
+    tolerated = f" for only {seconds}s" if seconds is not None else ""
+    more = f" ({len(evicting) - 1} more tainted likewise)" if len(evicting) > 1 else ""
+    return Boundary(
+        FAILED,
+        since=since,
+        evidence=evidence + seen,
+        reason="device-taint-eviction",
+        message=(
+            f"device {device.label} of claim {lc.name} carries taint {taint_label(taint)} from "
+            f"{taint_source(device, taint)}, which the claim tolerates{tolerated or ' not'}{more}, "
+            f"and the device taint eviction controller is evicting the Pod ({how})"
+        ),
+    )
+
+
+EVICTION_REASON = "DeletionByDeviceTaintManager"  # the Pod's DisruptionTarget condition
+EVICTION_EVENT = "DeviceTaintManagerEviction"  # "Marking for deletion", or "Cancelling deletion"
+
+
+def _eviction_evidence(ctx: PodContext) -> tuple[str | None, str, list[dict[str, Any]]] | None:
+    """(since, how it shows, evidence) when the device taint eviction controller is evicting the Pod."""
+    events = ctx.events_with((EVICTION_EVENT,))
+    cond = pod_condition(ctx.pod, "DisruptionTarget")
+    if cond is not None and cond.get("status") == "True" and cond.get("reason") == EVICTION_REASON:
+        since = cond.get("lastTransitionTime")
+        return (
+            since,
+            f"DisruptionTarget {EVICTION_REASON} since {short_time(since)}",
+            [
+                condition_evidence(cond),
+                *(event_evidence(e) for e in events),
+            ],
+        )
+    latest = max(events, key=lambda e: time_key(event_last(e)), default=None)
+    if latest is None or "cancel" in str(latest.get("message") or "").lower():
+        return None
+    said = quote(latest.get("message"))
+    return (
+        event_first(latest),
+        f'{EVICTION_EVENT} "{said}" at {short_time(event_last(latest))}',
+        [event_evidence(e) for e in events],
+    )
+
+
+def _rule_evidence(
+    ctx: PodContext, evicting: list[tuple[AdvertisedDevice, Mapping[str, Any], int | None]]
+) -> list[dict[str, Any]]:
+    """The DeviceTaintRules behind evicting taints, with their EvictionInProgress condition."""
+    out = []
+    for name in sorted({str(t[RULE_KEY]) for _d, t, _s in evicting if t.get(RULE_KEY)}):
+        rule = ctx.inventory.state.find("DeviceTaintRule", "", name)
+        if rule is not None:
+            out.append(rule_evidence(rule))
+    return out
 
 
 def reserved_for(claim: Object) -> list[dict[str, Any]]:
