@@ -27,6 +27,7 @@ from domain.allocator.matching import (
 from domain.allocator.shared_simulations import simulate_pod
 from domain.boundaries.binding import PENDING_EVENT as BINDING_PENDING_EVENT
 from domain.boundaries.binding import binding_wait, is_binding_failure
+from domain.boundaries.gang import Gang, judge_gang
 from domain.boundaries.judgement import (
     FAILED,
     OK,
@@ -52,6 +53,7 @@ from domain.boundaries.preparation import preparation_boundary
 from domain.boundaries.runtime import runtime_boundary
 from domain.cluster import extended_resources as ext
 from domain.cluster.asks import taint_label
+from domain.cluster.gangs import reserved_for_group
 from domain.cluster.pod_claims import PodClaim, resolve_pod_claims
 from domain.cluster.state import HistoryView, Object, meta, ns_name, uid_of
 from domain.cluster.state import status_of as _status
@@ -82,6 +84,7 @@ class PodLifecycle:
 
     claims: list[ClaimLifecycle]
     events: list[Object]
+    group: Gang | None = None  # the Pod's PodGroup, when it names one
 
 
 def pod_lifecycle(
@@ -115,11 +118,12 @@ def pod_lifecycle(
     for lc in lifecycles:
         if lc.pod_claim.extended is not None and lc.pod_claim.extended.planned:
             _explain_planned(lc)
+    group = judge_gang(ctx, lifecycles)
     for lc in lifecycles:
         if lc.pod_claim.claim is not None and is_allocated(lc.pod_claim.claim):
             lc.boundaries["preparation"] = preparation_boundary(ctx, lc)
             lc.boundaries["runtime"] = runtime_boundary(ctx, lc)
-    return PodLifecycle(lifecycles, ctx.events)
+    return PodLifecycle(lifecycles, ctx.events, group)
 
 
 def claim_lifecycles(
@@ -335,8 +339,12 @@ def _allocation_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
             wait.state, since=wait.since or since, evidence=evidence, reason=wait.reason, message=wait.message
         )
     pod_uid = uid_of(ctx.pod)
-    if any(c.get("uid") == pod_uid for c in reserved) or ctx.node_name or ctx.settled:
+    mine = any(c.get("uid") == pod_uid for c in reserved) or reserved_for_group(reserved, ctx.pod)
+    if mine or ctx.node_name or ctx.settled:
         return Boundary(OK, since=since, evidence=evidence)
+    deleting = _being_deleted(ctx, lc)
+    if deleting is not None:
+        return deleting
     where = ", ".join(d.device for d in lc.devices) + (f" on {lc.node}" if lc.node else "")
     said = f": {quote(scheduled.get('message'))}" if scheduled and scheduled.get("message") else ""
     return Boundary(
@@ -367,11 +375,47 @@ def _judge_unallocated(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> Non
     for lc in pending:
         claim = lc.pod_claim.claim
         assert claim is not None
+        deleting = _being_deleted(ctx, lc)
+        if deleting is not None:
+            lc.boundaries["allocation"] = deleting
+            continue
         problem = _class_problem(ctx, lc) or _inventory_problem(ctx, lc) or _bypass_problem(ctx, lc)
         if problem is None:
             to_simulate.append(lc)
     if to_simulate:
         _simulate_allocation(ctx, lifecycles, to_simulate)
+
+
+def _being_deleted(ctx: PodContext, lc: ClaimLifecycle) -> Boundary | None:
+    """A claim being deleted is not allocated or reserved for a Pod any more (the scheduler answers
+    ``resourceclaim "…" is being deleted``): for a Pod not placed yet, it is as good as missing."""
+    claim = lc.pod_claim.claim
+    assert claim is not None
+    deleted_at = meta(claim).get("deletionTimestamp")
+    if not deleted_at or ctx.node_name or ctx.settled:
+        return None
+    finalizers = ", ".join(str(f) for f in meta(claim).get("finalizers") or ())
+    held = f" and finalizers ({finalizers}) keep it" if finalizers else ""
+    users = [c for c in reserved_for(claim) if c.get("uid") != uid_of(ctx.pod)]
+    reserved = ""
+    if users:
+        named = ", ".join(f"{c.get('resource') or 'pods'} {c.get('name')}" for c in users)
+        reserved = f"; it is still reserved for {named}"
+    namespace, name = ns_name(claim)
+    return Boundary(
+        FAILED,
+        since=str(deleted_at),
+        evidence=[
+            _pod_claim_evidence(ctx.pod, lc.pod_claim),
+            {"kind": "ResourceClaim", "name": name, "deletionTimestamp": deleted_at, "finalizers": finalizers},
+            *_scheduler_evidence(ctx),
+        ],
+        reason="claim-missing",
+        message=(
+            f"the Pod references ResourceClaim {namespace}/{name}, which is being deleted (since {deleted_at}"
+            f"{held}): the scheduler will not allocate or reserve it for a new Pod{reserved}"
+        ),
+    )
 
 
 def _explain_planned(lc: ClaimLifecycle) -> None:
