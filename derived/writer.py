@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 from django.db import transaction
 
-from collector.history_reader import StoredHistory
+from collector.history_reader import StoredHistory, group_member_versions
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
@@ -264,10 +264,8 @@ def _group_of_pod(cluster_id: int, uid: str, content: str) -> Iterable[GroupKey]
 def _group_members(cluster_id: int, groups: set[GroupKey]) -> set[str]:
     """The live Pods of these groups, found by the group name in their stored content."""
     found: set[str] = set()
-    heads = ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Pod", valid_to__isnull=True, deleted=False)
     for namespace, name in sorted(groups):
-        named = '"podGroupName":' + orjson.dumps(name).decode()
-        found.update(heads.filter(namespace=namespace, content__contains=named).values_list("uid", flat=True))
+        found.update(group_member_versions(cluster_id, namespace, name).values_list("uid", flat=True))
     return found
 
 

@@ -26,18 +26,17 @@ from domain.boundaries.judgement import (
     ClaimLifecycle,
     PodContext,
     condition_evidence,
-    container_statuses,
     event_evidence,
     pod_condition,
     quote,
 )
 from domain.cluster.gangs import (
     INITIALLY_SCHEDULED,
-    TERMINAL_PHASES,
     GroupKey,
     group_claims,
     group_condition,
     group_key,
+    member_state,
     members_of,
     min_count,
     workload_of,
@@ -145,17 +144,9 @@ class Gang:
 
 
 def _member(history: HistoryView, pod: Object) -> Member:
-    status, spec = status_of(pod), spec_of(pod)
-    if status.get("phase") in TERMINAL_PHASES:
-        return Member(pod, "terminal", str(status.get("phase")))
-    if meta(pod).get("deletionTimestamp"):
-        return Member(pod, "deleting", f"deletion requested at {meta(pod)['deletionTimestamp']}")
-    if spec.get("nodeName"):
-        running = any("running" in (cs.get("state") or {}) for cs in container_statuses(pod))
-        return Member(pod, "running" if running else "bound", str(spec["nodeName"]))
-    gates = [str(g.get("name")) for g in spec.get("schedulingGates") or () if isinstance(g, dict)]
-    if gates:
-        return Member(pod, "gated", f"scheduling gates {', '.join(gates)}")
+    state, detail = member_state(pod)
+    if state != "pending":
+        return Member(pod, state, detail)
     claims = resolve_pod_claims(history, pod)
     problem = next((pc for pc in claims if pc.problem), None)
     if problem is not None:

@@ -70,6 +70,24 @@ def members_of(state: ClusterState, key: GroupKey) -> list[Object]:
     return list(index.get(key, ()))
 
 
+def member_state(pod: Object) -> tuple[str, str]:
+    """Where a member stands, as the group pages show it: ``(state, detail)``, state one of terminal,
+    deleting, running, bound (on a node, not running yet), gated (scheduling gates) and pending."""
+    status, spec = status_of(pod), spec_of(pod)
+    if status.get("phase") in TERMINAL_PHASES:
+        return "terminal", str(status.get("phase"))
+    if meta(pod).get("deletionTimestamp"):
+        return "deleting", f"deletion requested at {meta(pod)['deletionTimestamp']}"
+    if spec.get("nodeName"):
+        statuses = status.get("containerStatuses") or ()
+        running = any(isinstance(cs, dict) and "running" in (cs.get("state") or {}) for cs in statuses)
+        return ("running" if running else "bound"), str(spec["nodeName"])
+    gates = [str(g.get("name")) for g in spec.get("schedulingGates") or () if isinstance(g, dict)]
+    if gates:
+        return "gated", f"scheduling gates {', '.join(gates)}"
+    return "pending", ""
+
+
 def active_members(state: ClusterState, key: GroupKey) -> list[Object]:
     """Members that still count: not finished, not being deleted."""
     return [

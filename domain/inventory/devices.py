@@ -499,6 +499,20 @@ def rule_evidence(rule: Object) -> dict[str, Any]:
     return out
 
 
+def taint_rows(device: AdvertisedDevice, state: ClusterState) -> list[dict[str, Any]]:
+    """A device's taints for the inventory and device pages: each with its source, and for a rule's taint the
+    rule's ``EvictionInProgress`` condition (how far the eviction controller got)."""
+    out = []
+    for taint in device.taints:
+        row = taint_evidence(device, taint)
+        rule = state.find("DeviceTaintRule", "", str(taint[RULE_KEY])) if taint.get(RULE_KEY) else None
+        cond = rule_condition(rule) if rule is not None else None
+        if cond is not None:
+            row["evictionInProgress"] = {k: cond.get(k) for k in ("status", "reason", "message", "lastTransitionTime")}
+        out.append(row)
+    return out
+
+
 def device_holders(state: ClusterState) -> dict[DeviceId, Object]:
     """The live claim holding each allocated device.
 
