@@ -1115,6 +1115,7 @@ def pod(
     deletion_timestamp: datetime | None = None,
     pod_group: str | None = None,
     scheduling_gates: Sequence[str] = (),
+    grace_period: int = 30,
 ) -> Obj:
     """A Pod with one container using every pod-level claim.
 
@@ -1130,7 +1131,7 @@ def pod(
         meta["ownerReferences"] = [owner_reference(owner, namespace)]
     if deletion_timestamp is not None:
         meta["deletionTimestamp"] = ts(deletion_timestamp)
-        meta["deletionGracePeriodSeconds"] = 30
+        meta["deletionGracePeriodSeconds"] = grace_period
 
     resources: Obj = {}
     if claims:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from domain.allocator.matching import SelectorCache, Simulation, simulate
@@ -266,7 +266,7 @@ def judge_gang(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> Gang | None
         return gang  # the basic policy: each member is placed on its own
     if any(lc.boundaries[b].reason in _OWN_REASONS for lc in lifecycles for b in ("inventory", "allocation")):
         return gang
-    found = _gang_verdict(ctx, gang)
+    gang, found = _gang_verdict(ctx, gang)
     if found is None:
         return gang
     reason, message = found
@@ -281,13 +281,17 @@ def judge_gang(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> Gang | None
     return gang
 
 
-def _gang_verdict(ctx: PodContext, gang: Gang) -> tuple[str, str] | None:
+def _gang_verdict(ctx: PodContext, gang: Gang) -> tuple[Gang, tuple[str, str] | None]:
+    """(the group, with its placement when one was tried; the group's verdict for the Pod, or None).
+
+    The group kept with the state is left alone: what one member's document shows must not depend on
+    whether a sibling was judged before it."""
     namespace, name = gang.key
     if gang.group is None:
-        return GANG_INCOMPLETE, (
+        return gang, (GANG_INCOMPLETE, (
             f"the Pod names PodGroup {namespace}/{name} in spec.schedulingGroup, which does not exist: the "
             "scheduler holds the Pod until its group appears"
-        )
+        ))
     need = gang.min_count or 0
     said = _scheduler_said(gang)
     active, schedulable = gang.active, gang.schedulable
@@ -295,26 +299,26 @@ def _gang_verdict(ctx: PodContext, gang: Gang) -> tuple[str, str] | None:
     if len(active) < need:
         listed = f" ({', '.join(m.name for m in active)})" if active else ""
         verb = "exists" if len(active) == 1 else "exist"
-        return GANG_INCOMPLETE, (
+        return gang, (GANG_INCOMPLETE, (
             f"{head}, but only {len(active)} {verb}{listed}: the scheduler places none of them until "
             f"{need - len(active)} more {'is' if need - len(active) == 1 else 'are'} created{said}"
-        )
+        ))
     if len(schedulable) < need:
         blocked = [m for m in active if m not in schedulable]
         why = "; ".join(f"{m.name}: {m.detail}" for m in blocked[:3]) + ("; …" if len(blocked) > 3 else "")
-        return GANG_INCOMPLETE, (
+        return gang, (GANG_INCOMPLETE, (
             f"{head}: {len(active)} exist, but only {len(schedulable)} can be scheduled ({why}){said}"
-        )
+        ))
     placement = place(gang, ctx.inventory, ctx.cache)
-    gang.placement = placement
+    gang = replace(gang, placement=placement)
     if len(placement.placed) >= need or placement.failing is None or placement.simulation is None:
-        return None
+        return gang, None
     sim = placement.simulation
-    return sim.reason or "insufficient-devices", (
+    return gang, (sim.reason or "insufficient-devices", (
         f"{head}, but only {len(placement.placed)} of its {len(active)} members fit together "
         f"({', '.join(placement.placed) or 'none'}); with their devices taken, member {placement.failing.name} "
         f"does not: {sim.message()}{said}"
-    )
+    ))
 
 
 def _scheduler_said(gang: Gang) -> str:
