@@ -238,7 +238,7 @@ def _inventory_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
         return Boundary(OK, since=earliest(created), evidence=evidence)
     since, how, seen = eviction
     device, taint, seconds = evicting[0]
-    tolerated = f" for only {seconds}s" if seconds is not None else ""
+    tolerated = f"tolerates for only {seconds}s" if seconds is not None else "does not tolerate"
     more = f" ({len(evicting) - 1} more tainted likewise)" if len(evicting) > 1 else ""
     return Boundary(
         FAILED,
@@ -247,7 +247,7 @@ def _inventory_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
         reason="device-taint-eviction",
         message=(
             f"device {device.label} of claim {lc.name} carries taint {taint_label(taint)} from "
-            f"{taint_source(device, taint)}, which the claim tolerates{tolerated or ' not'}{more}, "
+            f"{taint_source(device, taint)}, which the claim {tolerated}{more}, "
             f"and the device taint eviction controller is evicting the Pod ({how})"
         ),
     )
