@@ -20,9 +20,10 @@ research/vit-pretrain-0               runs on A100 gpu-3 of worker-a100-0; from 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from demo import builders as b
+from demo.story_sharing import Stage
 
 Obj = dict[str, Any]
 
@@ -42,17 +43,6 @@ DRAIN_TAINT_KEY = "gpu.nvidia.com/maintenance"
 VIT = ("research", "vit-pretrain-0")
 VIT_DEVICE = "gpu-3"
 XID_MESSAGE = "XID 79: GPU has fallen off the bus"
-
-
-class Stage(Protocol):
-    i: int
-    at: datetime
-    base: datetime
-    t0: datetime
-
-    def add(self, *objs: Obj) -> None: ...
-
-    def stage_at(self, i: int) -> datetime: ...
 
 
 def _running(
