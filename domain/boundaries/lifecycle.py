@@ -263,14 +263,8 @@ def _eviction_evidence(ctx: PodContext) -> tuple[str | None, str, list[dict[str,
     cond = pod_condition(ctx.pod, "DisruptionTarget")
     if cond is not None and cond.get("status") == "True" and cond.get("reason") == EVICTION_REASON:
         since = cond.get("lastTransitionTime")
-        return (
-            since,
-            f"DisruptionTarget {EVICTION_REASON} since {short_time(since)}",
-            [
-                condition_evidence(cond),
-                *(event_evidence(e) for e in events),
-            ],
-        )
+        seen = [condition_evidence(cond), *(event_evidence(e) for e in events)]
+        return since, f"DisruptionTarget {EVICTION_REASON} since {short_time(since)}", seen
     latest = max(events, key=lambda e: time_key(event_last(e)), default=None)
     if latest is None or "cancel" in str(latest.get("message") or "").lower():
         return None

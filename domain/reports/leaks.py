@@ -337,18 +337,10 @@ def unsuccessful_since(pod_versions: Sequence[Version], at: datetime) -> tuple[d
 
 
 def _gone_since(pod_versions: Sequence[Version]) -> tuple[datetime | None, str]:
-    seen = [v for v in pod_versions if v.obj is not None]
-    if not seen:
-        return None, "never seen"
-    last = seen[-1].obj
-    assert last is not None
-    if _status(last).get("phase") in TERMINAL_PHASES:
+    last = next((v.obj for v in reversed(pod_versions) if v.obj is not None), None)
+    if last is not None and _status(last).get("phase") in TERMINAL_PHASES:
         return terminal_since(last), str(_status(last).get("phase")).lower()
-    deleted_at = parse_time(meta(last).get("deletionTimestamp"))
-    if deleted_at is not None:
-        return deleted_at, "deleted"
-    after = [v.at for v in pod_versions if v.obj is None and v.at >= seen[-1].at]
-    return (after[0] if after else seen[-1].at), "deleted"
+    return _object_gone_since(pod_versions)
 
 
 def _reserved_since(claim_versions: Sequence[Version], uid: str) -> datetime | None:
