@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 from django.db import transaction
 
-from collector.history_reader import StoredHistory, group_member_versions
+from collector.history_reader import StoredHistory, group_member_versions, live_containing
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
@@ -405,7 +405,9 @@ def _events_move_audit(snapshot: Snapshot) -> bool:
 
 def _write_audit(snapshot: Snapshot, history: SnapshotHistory) -> int:
     """The audit as of the snapshot, when it differs from the one before; how many rows were written."""
-    return _write_document(AuditReport, snapshot, "warnings", audit(history)["warnings"])
+    # Only the Events that can be kubelet's "previous pod force-deleted" failures are decoded.
+    events = live_containing(snapshot.cluster, snapshot.at, "Event", FORCE_DELETED_TEXT)
+    return _write_document(AuditReport, snapshot, "warnings", audit(history, events)["warnings"])
 
 
 def _write_device_counts(snapshot: Snapshot, history: SnapshotHistory) -> int:

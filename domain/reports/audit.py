@@ -9,7 +9,7 @@ for a pool no single node owns, a rule's name for devices no node owns).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -410,9 +410,12 @@ def _taint_rule_warnings(state: ClusterState) -> Iterator[Warning]:
 # --- force-deleted Pods ------------------------------------------------------------------------------
 
 
-def _force_deleted_warnings(state: ClusterState) -> Iterator[Warning]:
-    """Nodes whose kubelet refuses a claim because it still holds one of the same name under an old UID."""
-    for event in sorted(state.of_kind("Event"), key=lambda e: ns_name(e)):
+def _force_deleted_warnings(state: ClusterState, events: Sequence[Object] | None) -> Iterator[Warning]:
+    """Nodes whose kubelet refuses a claim because it still holds one of the same name under an old UID.
+
+    ``events``: the live Events that may say so (a superset), when the caller found them without decoding
+    every Event of the state."""
+    for event in sorted(state.of_kind("Event") if events is None else events, key=lambda e: ns_name(e)):
         if event.get("reason") not in PREPARE_FAILURE_REASONS:
             continue
         found = FORCE_DELETED.search(str(event.get("message") or ""))
@@ -436,8 +439,11 @@ def _force_deleted_warnings(state: ClusterState) -> Iterator[Warning]:
 # --- the report ------------------------------------------------------------------------------------
 
 
-def audit(history: HistoryView) -> dict[str, Any]:
-    """Inventory and access warnings as of ``history.as_of``, sorted by kind and subject."""
+def audit(history: HistoryView, force_deleted_events: Sequence[Object] | None = None) -> dict[str, Any]:
+    """Inventory and access warnings as of ``history.as_of``, sorted by kind and subject.
+
+    ``force_deleted_events``: the live Events mentioning ``FORCE_DELETED_TEXT`` (at least), found by the
+    caller; without them every live Event is read for the force-deleted-claim warnings."""
     state = history.state
     holders = _PoolHolders(state)
     found: list[Warning] = [
@@ -449,7 +455,7 @@ def audit(history: HistoryView) -> dict[str, Any]:
         *_admin_claim_warnings(state),
         *_drift_warnings(state),
         *_taint_rule_warnings(state),
-        *_force_deleted_warnings(state),
+        *_force_deleted_warnings(state, force_deleted_events),
     ]
     unique = {(w["kind"], w["subject"], w["message"]): w for w in found}
     return {"as_of": rfc3339(history.as_of), "warnings": [unique[k] for k in sorted(unique)]}
