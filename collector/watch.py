@@ -109,6 +109,7 @@ class _KindStream(threading.Thread):
         self.rt = rt
         self.served = rt  # rt at the version the API server serves (its own, or an older one it falls back to)
         self.rv: str | None = None  # where the watch resumes; None: list first
+        self.absent = False  # an optional kind the API server serves at none of its versions
         self.failures = 0
         self._response: Any = None
         self._lock = threading.Lock()
@@ -175,6 +176,7 @@ class _KindStream(threading.Thread):
             self.served = self.rt.served_as(version)
             try:
                 self._list()
+                self.absent = False
                 return
             except NotServed:
                 log.debug("%s: not served at %s", self.name, version)
@@ -184,6 +186,7 @@ class _KindStream(threading.Thread):
                 + " or ".join(self.rt.api_versions)
             )
         log.info("%s: not served by this cluster (tried %s); none", self.name, ", ".join(self.rt.api_versions))
+        self.absent = True
         self.w.report(_Message(self.rt.kind, "list", self.w.clock(), items=[]))
         self.failures = 0
         self._sleep(self.w.settings.absent_recheck)
@@ -471,7 +474,9 @@ class Watcher:
 
     def caught_up(self, resource_version: int) -> bool:
         """Every kind listed and its watch past ``resource_version`` (tests: the fake server's counter)."""
-        return self.synced and all(s.rv is not None and int(s.rv) >= resource_version for s in self._streams)
+        return self.synced and all(
+            s.absent or (s.rv is not None and int(s.rv) >= resource_version) for s in self._streams
+        )
 
     def step(self) -> Snapshot | None:
         """Write a batch when one is due, a checkpoint when one is due, a failure when one is due."""

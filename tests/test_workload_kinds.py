@@ -21,6 +21,7 @@ from collector.sources import ClusterSource
 from demo import builders as b
 from demo.fake_apiserver import FakeApiServer, FakeCluster
 from tests.clusters import T0, small_cluster
+from tests.watching import Clock, settle, watching
 
 pytestmark = pytest.mark.django_db
 
@@ -138,3 +139,40 @@ def test_a_podgroup_of_an_unknown_version_is_refused(tmp_path: Path) -> None:
     dump.write_bytes(b.dump_json([group]))
     with pytest.raises(ValueError, match="Claimline reads PodGroup scheduling.k8s.io/v1beta1 or"):
         parse_dump_files([dump])
+
+
+def test_the_watcher_follows_each_kind_at_the_version_served_and_none_where_none_is(
+    tmp_path: Path, servers: list[FakeApiServer]
+) -> None:
+    alpha = "scheduling.k8s.io/v1alpha3"
+    objects = [{**o, "apiVersion": alpha} if o["kind"] in ("PodGroup", "Workload") else o for o in gang_objects()]
+    group = next(o for o in objects if o["kind"] == "PodGroup")
+    relabelled = {**group, "metadata": {**group["metadata"], "labels": {"changed": "yes"}}}
+    later = [relabelled if o is group else o for o in objects]
+    server = FakeApiServer(
+        FakeCluster([objects, later]), served={"PodGroup": alpha, "Workload": alpha, "DeviceTaintRule": None}
+    )
+    server.start()
+    servers.append(server)
+    clock = Clock(T0)
+    with watching(server, tmp_path, clock) as watcher:
+        settle(watcher, server)
+        assert watcher.synced and not watcher.failing  # the rule's 404 on every version is "none", not a failure
+        snapshot = Snapshot.objects.order_by("-at").first()  # the first batch: the cluster as listed
+        server.cluster.advance()  # a change to the alpha PodGroup arrives through the watch of the version served
+        clock.now = T0 + timedelta(minutes=1)
+        settle(watcher, server)
+        changed = watcher.flush()
+    assert snapshot is not None and snapshot.status == "ok", snapshot
+    assert changed is not None and changed.versions_written == 1
+    assert live("PodGroup")["trainers-0"]["apiVersion"] == alpha
+    assert live("PodGroup")["trainers-0"]["metadata"]["labels"] == {"changed": "yes"}
+    assert live("DeviceTaintRule") == {}
+    watched = [p for _m, p, q in server.requests if q.get("watch")]
+    assert "/apis/scheduling.k8s.io/v1alpha3/podgroups" in watched
+    # Each of the rule's versions asked once, then let be until the next look (minutes later).
+    assert [p for p in watched if p.endswith("/devicetaintrules")] == [
+        "/apis/resource.k8s.io/v1/devicetaintrules",
+        "/apis/resource.k8s.io/v1beta2/devicetaintrules",
+        "/apis/resource.k8s.io/v1alpha3/devicetaintrules",
+    ]
