@@ -343,6 +343,8 @@ class Watcher:
         self._last_write = time.monotonic()
         self._last_failure_record = 0.0
         self.abandoned = False  # stopped without storing what it holds (its lease was lost)
+        self._listed = False
+        self._started = time.monotonic()
 
     # -- what the threads call
 
@@ -367,7 +369,7 @@ class Watcher:
             Snapshot.objects.filter(cluster=self.cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
             .order_by("-at").values_list("at", flat=True).first()
         )
-        self._last_write = time.monotonic()
+        self._last_write = self._started = time.monotonic()
         self._streams = [_KindStream(self, rt) for rt in RESOURCE_TYPES]
         for stream in self._streams:
             stream.start()
@@ -423,6 +425,9 @@ class Watcher:
                 if message.what in ("event", "list") and self._pending_since is None:
                     self._pending_since = time.monotonic()
             self.on_activity()
+            if not self._listed and self.synced:
+                self._listed = True
+                log.info("%s: every kind listed (%.1fs); watching", self.cluster_name, time.monotonic() - self._started)
             try:
                 message = self.queue.get_nowait()
             except queue.Empty:
