@@ -121,7 +121,7 @@ def window(
     }
 
 
-def run(nodes: int, minutes: float, interval: int, keep: bool) -> dict[str, Any]:
+def run(nodes: int, minutes: float, interval: int, keep: bool, only: str | None = None) -> dict[str, Any]:
     from demo.synthetic import synthetic_list_bytes
 
     work = scratch_dir(f"watch-cost-{nodes}-")
@@ -164,17 +164,21 @@ def run(nodes: int, minutes: float, interval: int, keep: bool) -> dict[str, Any]
             # every kind listed, and the first batch (nothing changed: nothing written) behind it
             return "every kind listed" in watch_log.read_text(errors="replace") and not time.sleep(3)
 
-        poll = window([PYTHON, "manage.py", "collect"], env, server, db, polled_once, minutes, work / "poll.log")
-        watch = window(
-            [PYTHON, "manage.py", "watch", "--no-lease", "--alive-dir", str(work / "alive")],
-            env, server, db, watching, minutes, watch_log,
-        )
+        poll = watch = None
+        if only != "watch":
+            poll = window([PYTHON, "manage.py", "collect"], env, server, db, polled_once, minutes, work / "poll.log")
+        if only != "poll":
+            watch = window(
+                [PYTHON, "manage.py", "watch", "--no-lease", "--alive-dir", str(work / "alive")],
+                env, server, db, watching, minutes, watch_log,
+            )
     finally:
         server.stop()
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
-    if poll["versions"] or watch["versions"]:
+    if (poll and poll["versions"]) or (watch and watch["versions"]):
         raise RuntimeError(f"a quiet cluster wrote versions: poll {poll}, watch {watch}")
+    both = poll is not None and watch is not None
     return {
         "nodes": nodes,
         "objects_stored": objects,
@@ -183,8 +187,8 @@ def run(nodes: int, minutes: float, interval: int, keep: bool) -> dict[str, Any]
         "interval_s": interval,
         "poll": poll,
         "watch": watch,
-        "watch_vs_poll_cpu": round(watch["cpu_s"] / poll["cpu_s"], 4) if poll["cpu_s"] else None,
-        "watch_vs_poll_bytes": round(watch["bytes"] / poll["bytes"], 5) if poll["bytes"] else None,
+        "watch_vs_poll_cpu": round(watch["cpu_s"] / poll["cpu_s"], 4) if both and poll["cpu_s"] else None,
+        "watch_vs_poll_bytes": round(watch["bytes"] / poll["bytes"], 5) if both and poll["bytes"] else None,
         "load_after": load(),
     }
 
@@ -196,10 +200,11 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0, help="of no change, measured for each mode")
     parser.add_argument("--interval", type=int, default=30, help="CLAIMLINE_COLLECT_INTERVAL (seconds)")
     parser.add_argument("--keep", action="store_true", help="keep the generated stage and the processes' logs")
+    parser.add_argument("--only", choices=["poll", "watch"], help="measure one mode")
     args = parser.parse_args()
     print(json.dumps({"machine": machine(), "load_before": load()}), flush=True)
     for n in args.nodes:
-        print(json.dumps(run(n, args.minutes, args.interval, args.keep)), flush=True)
+        print(json.dumps(run(n, args.minutes, args.interval, args.keep, args.only)), flush=True)
 
 
 if __name__ == "__main__":

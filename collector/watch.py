@@ -21,6 +21,7 @@ watch keeps failing, a failed one says why, as a failed collection does.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import queue
 import random
@@ -88,7 +89,7 @@ class _Message:
     at: datetime
     event_type: str = ""
     obj: Any = None
-    items: list[Any] = field(default_factory=list)
+    held: dict[Any, Any] = field(default_factory=dict)  # a list's objects, as Mirror.hold converted them
     error: str = ""
 
 
@@ -174,9 +175,15 @@ class _KindStream(threading.Thread):
             w.api, page_size=s.page_size, timeout=s.request_timeout, max_retries=s.max_retries,
             sleep=self._sleep, backoff=s.backoff,
         )
-        items = reader.list_items(self.rt)
+        assert w.mirror is not None
+        held: dict[Any, Any] = {}
+        for page in reader.pages(self.rt):
+            if page is None:  # the list started over
+                held = {}
+                continue
+            held.update(w.mirror.hold(self.rt.kind, item) for item in page)
         w.count_requests(reader.requests)
-        w.report(_Message(self.rt.kind, "list", w.clock(), items=items))
+        w.report(_Message(self.rt.kind, "list", w.clock(), held=held))
         self.rv = reader.list_resource_version
         self.failures = 0
         if self.rv is None:
@@ -238,7 +245,8 @@ class _KindStream(threading.Thread):
 
     def _events(self, raw: Any, initial: bool) -> None:
         w, kind = self.w, self.rt.kind
-        listed: dict[tuple[str, str], Any] | None = {} if initial else None
+        assert w.mirror is not None
+        listed: dict[Any, Any] | None = {} if initial else None
         for line in _lines(raw, w):
             if w.stopping.is_set():
                 raise _Stopped
@@ -257,7 +265,7 @@ class _KindStream(threading.Thread):
             if event_type == "BOOKMARK":
                 notes = meta.get("annotations") if isinstance(meta, dict) else None
                 if listed is not None and isinstance(notes, dict) and notes.get(INITIAL_EVENTS_END) == "true":
-                    w.report(_Message(kind, "list", at, items=list(listed.values())))
+                    w.report(_Message(kind, "list", at, held=listed))
                     listed = None
                     w.streaming = True
                 if listed is None and isinstance(version, str) and version:
@@ -268,7 +276,8 @@ class _KindStream(threading.Thread):
                     if event_type == "DELETED":
                         listed.pop(api_key(kind, obj), None)
                     else:
-                        listed[api_key(kind, obj)] = obj
+                        key, held = w.mirror.hold(kind, obj)
+                        listed[key] = held
                     continue
                 w.report(_Message(kind, "event", at, event_type=event_type, obj=obj))
                 if isinstance(version, str) and version:
@@ -421,13 +430,17 @@ class Watcher:
                 if message.what == "event":
                     self.mirror.apply(message.kind, message.event_type, message.obj, message.at)
                 elif message.what == "list":
-                    self.mirror.replace(message.kind, message.items, message.at)
+                    self.mirror.replace_held(message.kind, message.held, message.at)
                 if message.what in ("event", "list") and self._pending_since is None:
                     self._pending_since = time.monotonic()
             self.on_activity()
             if not self._listed and self.synced:
                 self._listed = True
                 log.info("%s: every kind listed (%.1fs); watching", self.cluster_name, time.monotonic() - self._started)
+                # What it holds now lives as long as the process: out of the cyclic GC's way, which
+                # would otherwise walk it again at every full collection.
+                gc.collect()
+                gc.freeze()
             try:
                 message = self.queue.get_nowait()
             except queue.Empty:
