@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 from django.db import transaction
 
-from collector.history_reader import StoredHistory, readable
+from collector.history_reader import STORED, StoredHistory, readable
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
@@ -186,8 +186,10 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
     claims: dict[str, set[str]] = {}  # namespace → claim UIDs
     events: list[tuple[str, str, bool]] = []
     waiting = inventory = False
-    changes = ObjectVersion.objects.filter(snapshot=snapshot).values_list("kind", "uid", "namespace", "content")
-    for kind, uid, namespace, content in changes.iterator(BATCH):
+    changes = ObjectVersion.objects.filter(snapshot=snapshot).values_list(
+        "kind", "uid", "namespace", "content", "shapes_checked"
+    )
+    for kind, uid, namespace, content, checked in changes.iterator(BATCH):
         if kind == "Pod":
             pods.add(uid)
         elif kind == "Event":
@@ -196,7 +198,7 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
         elif kind == "ResourceClaim":
             waiting = True
             claims.setdefault(namespace, set()).add(uid)
-            claim = readable(kind, uid, snapshot.at, content) if content else None
+            claim = readable(kind, uid, snapshot.at, content, checked) if content else None
             if claim is not None:
                 pods.update(_pods_named_by_claim(claim))
         elif kind == "ResourceClaimTemplate":
@@ -260,11 +262,11 @@ def _involved(cluster_id: int, events: list[tuple[str, str, bool]]) -> Iterable[
             ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Event", uid__in=uids[start : start + BATCH])
             .exclude(content="")
             .order_by("uid", "-valid_from")
-            .values_list("uid", "valid_from", "content")
+            .values_list(*STORED)
         )
         seen: set[str] = set()
-        for uid, at, content in rows:
-            event = readable("Event", uid, at, content)
+        for uid, at, content, checked in rows:
+            event = readable("Event", uid, at, content, checked)
             if uid in seen or event is None:
                 continue  # the newest readable content of each event is what it is about
             seen.add(uid)
