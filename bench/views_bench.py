@@ -234,6 +234,7 @@ def endpoints(cluster: str, picked: dict[str, list[Any]], member_claims: list[st
         ("claims list", admin, [reverse("claims", args=[c])], heavy),
         ("claims list (team member)", member, [reverse("claims", args=[c])], heavy),
         ("claims (api)", admin, [f"/api/claims?cluster={c}"], heavy),
+        ("claims (api, a page of 500)", admin, [f"/api/claims?cluster={c}&limit=500"], heavy),
         ("claim page", admin, claim_urls, iterations),
         ("claim page (team member)", member, [reverse("claim", args=[c, uid]) for uid in member_claims], iterations),
         ("pod page (running)", admin, running, iterations),

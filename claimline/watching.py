@@ -264,6 +264,7 @@ def watch_cluster(
             stop.wait(10.0)
             continue
         log.info("watching %s (%s)", name, watcher.source)
+        failed = False
         try:
             watcher.start()
             while not stop.is_set():
@@ -273,10 +274,18 @@ def watch_cluster(
                     watcher.abandon()
                     break
                 watcher.step()
+        except Exception:  # the database gone, a bug: start over (and list again) rather than stop watching
+            log.exception("watching %s failed; starting over", name)
+            failed = True
         finally:
-            watcher.stop(commit=not watcher.abandoned)
+            try:
+                watcher.stop(commit=not watcher.abandoned and not failed)
+            except Exception:
+                log.exception("stopping the watch of %s failed", name)
             close()
             if hold is not None and not watcher.abandoned:
                 hold.release()
             close_old_connections()
+        if failed:
+            stop.wait(10.0)
     connections.close_all()  # this thread's: it ends here

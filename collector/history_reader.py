@@ -4,6 +4,9 @@ Every stored version is read through ``readable``: one whose fields do not have 
 defines (history written before ``collector.shapes`` checked them at the door) is skipped with a
 warning in the log, read as if it had never been stored: the version before it lasts until the one
 after it. So one bad object never breaks a page, and once a corrected object is stored, it is read.
+A version the door checked carries the check's mark (``ObjectVersion.shapes_checked``): with
+today's, it is only decoded; only versions without it (or checked against other types) are checked
+again, on every read.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from django.db.models import Q
 
 from collector.kinds import KINDS
 from collector.models import Cluster, ObjectVersion, Snapshot
-from collector.shapes import shape_problem
+from collector.shapes import door_mark, shape_problem
 from domain.cluster.events import EventSubjects
 from domain.cluster.state import ClusterState, Object, Version, ns_name
 from domain.reports.metrics import CollectionHealth
@@ -39,9 +42,12 @@ _WARNED: set[tuple[str, str, datetime]] = set()
 _WARNED_MAX = 10_000
 
 
-def decode_stored(kind: str, content: str) -> tuple[Object | None, str | None]:
+def decode_stored(kind: str, content: str, checked: int | None = None) -> tuple[Object | None, str | None]:
     """A stored version's object, or None and why it cannot be read: not a JSON object, or a field
-    whose type is not the one the API defines (``collector.shapes``), which the domain would trip over."""
+    whose type is not the one the API defines (``collector.shapes``), which the domain would trip over.
+    ``checked``: the version's ``shapes_checked``; with today's mark the door has checked it already."""
+    if checked is not None and checked == door_mark():
+        return orjson.loads(content), None
     try:
         obj = orjson.loads(content)
     except orjson.JSONDecodeError as exc:
@@ -52,10 +58,10 @@ def decode_stored(kind: str, content: str) -> tuple[Object | None, str | None]:
     return (None, problem) if problem else (obj, None)
 
 
-def readable(kind: str, uid: str, valid_from: datetime, content: str) -> Object | None:
+def readable(kind: str, uid: str, valid_from: datetime, content: str, checked: int | None = None) -> Object | None:
     """The stored version of ``kind`` ``uid`` from ``valid_from`` decoded, or None if it cannot be read
-    (``decode_stored``), warned about once per process."""
-    obj, problem = decode_stored(kind, content)
+    (``decode_stored``; ``checked``: its ``shapes_checked``), warned about once per process."""
+    obj, problem = decode_stored(kind, content, checked)
     if obj is not None:
         return obj
     key = (kind, uid, valid_from)
@@ -68,6 +74,10 @@ def readable(kind: str, uid: str, valid_from: datetime, content: str) -> Object 
             kind, uid, valid_from.isoformat(), problem,
         )
     return None
+
+
+# What a reader selects of a live version to decode it: (uid, valid_from, content, shapes_checked).
+STORED = ("uid", "valid_from", "content", "shapes_checked")
 
 
 def latest_snapshot(cluster: Cluster, as_of: datetime | None = None) -> tuple[int, datetime]:
@@ -159,7 +169,8 @@ BULK_AFTER = 32
 # UIDs per ``uid__in`` query of ``prefetch``.
 PREFETCH_BATCH = 2000
 
-_Rows = list[tuple[datetime, bool, str]]  # one object's versions, undecoded: (valid_from, deleted, content)
+# One object's versions, undecoded: (valid_from, deleted, content, shapes_checked).
+_Rows = list[tuple[datetime, bool, str, int | None]]
 
 
 def _as_of_filter(as_of: datetime) -> Q:
@@ -195,8 +206,8 @@ class StoredHistory:
         rows = self._rows().filter(_as_of_filter(self._as_of), kind=kind, deleted=False)
         out: dict[str, Object] = {}
         unreadable: dict[str, datetime] = {}
-        for uid, at, content in rows.values_list("uid", "valid_from", "content").iterator(2000):
-            obj = readable(kind, uid, at, content)
+        for uid, at, content, checked in rows.values_list(*STORED).iterator(2000):
+            obj = readable(kind, uid, at, content, checked)
             if obj is None:
                 unreadable[uid] = at
             else:
@@ -218,7 +229,7 @@ class StoredHistory:
                     self._rows()
                     .filter(kind=kind, uid=uid, valid_from__lte=self._as_of)
                     .order_by("valid_from")
-                    .values_list("valid_from", "deleted", "content")
+                    .values_list("valid_from", "deleted", "content", "shapes_checked")
                 )
                 return _decoded(kind, uid, list(rows))
             by_uid = self._histories[kind] = self._history_of(kind)[kind]
@@ -242,12 +253,12 @@ class StoredHistory:
                 self._rows()
                 .filter(kind=kind, uid__in=batch, valid_from__lte=self._as_of)
                 .order_by("uid", "valid_from")
-                .values_list("uid", "valid_from", "deleted", "content")
+                .values_list("uid", "valid_from", "deleted", "content", "shapes_checked")
             )
             for uid in batch:
                 held[uid] = []
-            for uid, at, deleted, content in rows.iterator(PREFETCH_BATCH):
-                held[uid].append((at, deleted, content))
+            for uid, at, deleted, content, checked in rows.iterator(PREFETCH_BATCH):
+                held[uid].append((at, deleted, content, checked))
 
     def release(self) -> None:
         """Drop what this history decoded, now. Its state, the state's inventory and what they
@@ -283,10 +294,10 @@ class StoredHistory:
             self._rows()
             .filter(kind__in=kinds, valid_from__lte=self._as_of)
             .order_by("kind", "uid", "valid_from")
-            .values_list("kind", "uid", "valid_from", "deleted", "content")
+            .values_list("kind", "uid", "valid_from", "deleted", "content", "shapes_checked")
         )
-        for kind, uid, at, deleted, content in rows.iterator(2000):
-            out[kind].setdefault(uid, []).append((at, deleted, content))
+        for kind, uid, at, deleted, content, checked in rows.iterator(2000):
+            out[kind].setdefault(uid, []).append((at, deleted, content, checked))
         return out
 
     def before(self, t: datetime) -> StoredHistory:
@@ -315,13 +326,13 @@ class StoredHistory:
         # Visible here but no longer there: ended after this snapshot, at or before the later one.
         ended = rows.filter(
             valid_from__lte=self._as_of, valid_to__gt=self._as_of, valid_to__lte=later._as_of, deleted=False
-        ).values_list("kind", "uid", "valid_from", "content")
+        ).values_list("kind", *STORED)
         rewound = {kind: dict(later._state.objects[kind]) for kind in loaded}
         for kind, uid in started.iterator(2000):
             rewound[kind].pop(uid, None)
         unreadable: dict[str, dict[str, datetime]] = {}
-        for kind, uid, at, content in ended.iterator(2000):
-            obj = readable(kind, uid, at, content)
+        for kind, uid, at, content, checked in ended.iterator(2000):
+            obj = readable(kind, uid, at, content, checked)
             if obj is None:
                 unreadable.setdefault(kind, {})[uid] = at
             else:
@@ -343,10 +354,12 @@ class StoredHistory:
                 deleted=True, valid_from__lt=since
             )
         result: dict[str, list[Version]] = {}
-        for uid, at, deleted, content in (
-            rows.order_by("uid", "valid_from").values_list("uid", "valid_from", "deleted", "content").iterator(2000)
+        for uid, at, deleted, content, checked in (
+            rows.order_by("uid", "valid_from")
+            .values_list("uid", "valid_from", "deleted", "content", "shapes_checked")
+            .iterator(2000)
         ):
-            obj = None if deleted else readable(kind, uid, at, content)
+            obj = None if deleted else readable(kind, uid, at, content, checked)
             if deleted or obj is not None:
                 result.setdefault(uid, []).append(Version(at, obj))
         return result
@@ -359,14 +372,14 @@ class StoredHistory:
         return self._events.about(uids, pod_names)
 
 
-def _decoded(kind: str, uid: str, rows: Iterable[tuple[datetime, bool, str]]) -> list[Version]:
+def _decoded(kind: str, uid: str, rows: Iterable[tuple[datetime, bool, str, int | None]]) -> list[Version]:
     """One object's versions; an unreadable one is left out (the one before it lasts until the next)."""
     out = []
-    for at, deleted, content in rows:
+    for at, deleted, content, checked in rows:
         if deleted:
             out.append(Version(at, None))
         else:
-            obj = readable(kind, uid, at, content)
+            obj = readable(kind, uid, at, content, checked)
             if obj is not None:
                 out.append(Version(at, obj))
     return out
@@ -381,12 +394,12 @@ def standing_in(rows: Any, kind: str, unreadable: dict[str, datetime]) -> dict[s
         earlier = (
             rows.filter(kind=kind, uid=uid, valid_from__lt=before)
             .order_by("-valid_from")
-            .values_list("valid_from", "deleted", "content")
+            .values_list("valid_from", "deleted", "content", "shapes_checked")
         )
-        for at, deleted, content in earlier.iterator(50):
+        for at, deleted, content, checked in earlier.iterator(50):
             if deleted:
                 break
-            obj = readable(kind, uid, at, content)
+            obj = readable(kind, uid, at, content, checked)
             if obj is not None:
                 out[uid] = obj
                 break
@@ -402,9 +415,10 @@ def _deleted(rows: Any, kind: str) -> dict[str, tuple[datetime, Object]]:
     uids = sorted(gone)
     for start in range(0, len(uids), 2000):
         ended = rows.filter(kind=kind, deleted=False, uid__in=uids[start : start + 2000], valid_to__isnull=False)
-        for uid, valid_from, valid_to, content in ended.values_list("uid", "valid_from", "valid_to", "content"):
+        stored = ended.values_list("uid", "valid_from", "valid_to", "content", "shapes_checked")
+        for uid, valid_from, valid_to, content, checked in stored:
             if valid_to == gone[uid]:  # the version the deletion ended
-                obj = readable(kind, uid, valid_from, content)
+                obj = readable(kind, uid, valid_from, content, checked)
                 if obj is None:
                     unreadable[uid] = valid_from
                 else:
@@ -430,8 +444,8 @@ def live_containing(cluster: Cluster, as_of: datetime, kind: str, text: str) -> 
     rows = ObjectVersion.objects.filter(
         _as_of_filter(as_of), cluster=cluster, kind=kind, deleted=False, content__contains=text
     )
-    stored = rows.values_list("uid", "valid_from", "content").iterator(2000)
-    found = (readable(kind, uid, at, content) for uid, at, content in stored)
+    stored = rows.values_list(*STORED).iterator(2000)
+    found = (readable(kind, uid, at, content, checked) for uid, at, content, checked in stored)
     return [obj for obj in found if obj is not None]
 
 

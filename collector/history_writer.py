@@ -129,6 +129,7 @@ def write_snapshot(
                     name=obj.name,
                     content_hash=obj.content_hash,
                     content=obj.content.decode(),
+                    shapes_checked=obj.checked,
                     snapshot_id=snapshot.pk,
                     valid_from=at,
                 )
@@ -261,8 +262,8 @@ def write_changes(
             else:
                 row = ObjectVersion(
                     cluster_id=cluster_id, kind=obj.kind, uid=obj.uid, namespace=obj.namespace, name=obj.name,
-                    content_hash=obj.content_hash, content=obj.content.decode(), snapshot_id=snapshot.pk,
-                    valid_from=at,
+                    content_hash=obj.content_hash, content=obj.content.decode(), shapes_checked=obj.checked,
+                    snapshot_id=snapshot.pk, valid_from=at,
                 )
                 versions_written += 1
                 heads[key] = (0, obj.content_hash, False, obj.namespace, obj.name, at)

@@ -44,6 +44,7 @@ class _Held:
     serves: frozenset[str] = frozenset()  # DeviceClass: its explicit extended resource name
     about_uid: str | None = None  # Event: involvedObject.uid (when a string)
     about_key: _Subject | None = None  # Event: involvedObject (kind, namespace, name), when strings
+    extended_of: frozenset[str] | None = None  # Pod: the classes' extended resources ``extended`` was told for
 
     def unpack(self) -> Any:
         return orjson.loads(zlib.decompress(self.packed))
@@ -117,18 +118,27 @@ class Mirror:
         self.events_seen += 1
 
     def replace(self, kind: str, items: Iterable[Any], at: datetime) -> None:
-        """A complete list of ``kind`` finished at ``at``: what it lacks is gone, as of ``at``.
+        """A complete list of ``kind`` finished at ``at``: what it lacks is gone, as of ``at``."""
+        self.replace_held(kind, dict(self.hold(kind, item) for item in items), at)
+
+    def hold(self, kind: str, obj: Any) -> tuple[_Key, _Held]:
+        """``obj`` as the mirror keeps it, with its API key. Safe from another thread (a list being read
+        converts each object as it arrives, so a kind's raw list never exists whole)."""
+        return api_key(kind, obj), self._hold(kind, obj)
+
+    def replace_held(self, kind: str, fresh: dict[_Key, _Held], at: datetime) -> None:
+        """A complete list of ``kind`` (converted by ``hold``) finished at ``at``: what it lacks is gone,
+        as of ``at``.
 
         Every object history holds of the kind is looked at again, so one stored but missing from
         the list is recorded as deleted (at ``at``, never earlier)."""
-        fresh: dict[_Key, Any] = {}
-        for item in items:
-            fresh[api_key(kind, item)] = item
         current = self.objects[kind]
         for key in [k for k in current if k not in fresh]:
             self._replace(kind, key, None, at)
-        for key, item in fresh.items():
-            held = self._hold(kind, item)
+        for key, held in fresh.items():
+            if kind == "Pod" and held.extended_of is not self._extended:  # classes changed meanwhile
+                held.extended = self._asks_extended(held.unpack())
+                held.extended_of = self._extended
             old = current.get(key)
             if old is not None and old.packed == held.packed:
                 continue
@@ -142,7 +152,8 @@ class Mirror:
         held = _Held(_uid(obj), zlib.compress(orjson.dumps(obj), 1))
         if kind == "Pod":
             held.base = bool(pods_reserved_or_using_claims([obj], set()))
-            held.extended = self._asks_extended(obj)
+            extended = self._extended
+            held.extended, held.extended_of = self._asks_extended(obj, extended), extended
         elif kind == "ResourceClaim":
             held.reserves = frozenset(reserved_pod_uids([obj]))
         elif kind == "DeviceClass":
@@ -157,9 +168,10 @@ class Mirror:
                     held.about_key = subject  # type: ignore[assignment]
         return held
 
-    def _asks_extended(self, pod: Any) -> bool:
+    def _asks_extended(self, pod: Any, extended: frozenset[str] | None = None) -> bool:
+        extended = self._extended if extended is None else extended
         spec = pod.get("spec") if isinstance(pod, dict) else None
-        return isinstance(spec, dict) and bool(self._extended) and uses_extended_resources(pod, self._extended)
+        return isinstance(spec, dict) and bool(extended) and uses_extended_resources(pod, extended)
 
     def _replace(self, kind: str, key: _Key, held: _Held | None, at: datetime) -> None:
         objects, by_uid = self.objects[kind], self._by_uid[kind]
@@ -241,6 +253,7 @@ class Mirror:
                 self._extended = extended
                 for key, pod in pods.items():  # rare: a class's extendedResourceName changed
                     asks = self._asks_extended(pod.unpack())
+                    pod.extended_of = extended
                     if asks != pod.extended:
                         pod.extended = asks
                         self._pending_pods[key] = max(at, self._pending_pods.get(key, at))

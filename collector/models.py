@@ -70,6 +70,12 @@ class ObjectVersion(models.Model):
     snapshot = models.ForeignKey(Snapshot, on_delete=models.PROTECT, related_name="versions")
     valid_from = models.DateTimeField()
     valid_to = models.DateTimeField(null=True, blank=True)
+    shapes_checked = models.IntegerField(
+        null=True,
+        blank=True,
+        help_text="collector.shapes.door_mark() of the check the content passed when written; null: stored "
+        "before the door checked (readers check such a version, or one marked by other code, again).",
+    )
 
     class Meta:
         constraints = [

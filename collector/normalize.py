@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from collector.kinds import BY_KIND
-from collector.shapes import shape_problem
+from collector.shapes import door_mark, shape_problem
 
 
 class InvalidObject(ValueError):
@@ -29,6 +29,9 @@ class NormalizedObject:
     name: str
     content: bytes
     content_hash: str
+    # ``shapes.door_mark()`` when ``normalize`` checked the fields' types (it refuses a misfit); None
+    # for an object made otherwise, whose stored version readers check again.
+    checked: int | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -120,4 +123,4 @@ def normalize(kind: str, obj: Any, position: int | None = None) -> NormalizedObj
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise InvalidObject(f"{describe(kind, obj, position)}: cannot be stored as JSON: {exc}") from None
     digest = hashlib.blake2b(content, digest_size=16).hexdigest()
-    return NormalizedObject(kind, uid, namespace, name, content, digest)
+    return NormalizedObject(kind, uid, namespace, name, content, digest, door_mark())

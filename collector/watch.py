@@ -21,6 +21,7 @@ watch keeps failing, a failed one says why, as a failed collection does.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import queue
 import random
@@ -96,7 +97,7 @@ class _Message:
     at: datetime
     event_type: str = ""
     obj: Any = None
-    items: list[Any] = field(default_factory=list)
+    held: dict[Any, Any] = field(default_factory=dict)  # a list's objects, as Mirror.hold converted them
     error: str = ""
 
 
@@ -187,7 +188,7 @@ class _KindStream(threading.Thread):
             )
         log.info("%s: not served by this cluster (tried %s); none", self.name, ", ".join(self.rt.api_versions))
         self.absent = True
-        self.w.report(_Message(self.rt.kind, "list", self.w.clock(), items=[]))
+        self.w.report(_Message(self.rt.kind, "list", self.w.clock(), held={}))
         self.failures = 0
         self._sleep(self.w.settings.absent_recheck)
 
@@ -206,11 +207,18 @@ class _KindStream(threading.Thread):
             w.api, page_size=s.page_size, timeout=s.request_timeout, max_retries=s.max_retries,
             sleep=self._sleep, backoff=s.backoff,
         )
-        items = reader.list_items(self.served)
-        if self.served is not self.rt:  # a list's items name no version: these are of an older one
-            items = [{**i, "apiVersion": self.served.api_version} if isinstance(i, dict) else i for i in items]
+        assert w.mirror is not None
+        held: dict[Any, Any] = {}
+        older = self.served is not self.rt  # a list's items name no version: these are of an older one
+        for page in reader.pages(self.served):
+            if page is None:  # the list started over
+                held = {}
+                continue
+            if older:
+                page = [{**i, "apiVersion": self.served.api_version} if isinstance(i, dict) else i for i in page]
+            held.update(w.mirror.hold(self.rt.kind, item) for item in page)
         w.count_requests(reader.requests)
-        w.report(_Message(self.rt.kind, "list", w.clock(), items=items))
+        w.report(_Message(self.rt.kind, "list", w.clock(), held=held))
         self.rv = reader.list_resource_version
         self.failures = 0
         if self.rv is None:
@@ -274,7 +282,8 @@ class _KindStream(threading.Thread):
 
     def _events(self, raw: Any, initial: bool) -> None:
         w, kind = self.w, self.rt.kind
-        listed: dict[tuple[str, str], Any] | None = {} if initial else None
+        assert w.mirror is not None
+        listed: dict[Any, Any] | None = {} if initial else None
         for line in _lines(raw, w):
             if w.stopping.is_set():
                 raise _Stopped
@@ -293,7 +302,7 @@ class _KindStream(threading.Thread):
             if event_type == "BOOKMARK":
                 notes = meta.get("annotations") if isinstance(meta, dict) else None
                 if listed is not None and isinstance(notes, dict) and notes.get(INITIAL_EVENTS_END) == "true":
-                    w.report(_Message(kind, "list", at, items=list(listed.values())))
+                    w.report(_Message(kind, "list", at, held=listed))
                     listed = None
                     w.streaming = True
                 if listed is None and isinstance(version, str) and version:
@@ -304,7 +313,8 @@ class _KindStream(threading.Thread):
                     if event_type == "DELETED":
                         listed.pop(api_key(kind, obj), None)
                     else:
-                        listed[api_key(kind, obj)] = obj
+                        key, held = w.mirror.hold(kind, obj)
+                        listed[key] = held
                     continue
                 w.report(_Message(kind, "event", at, event_type=event_type, obj=obj))
                 if isinstance(version, str) and version:
@@ -379,6 +389,8 @@ class Watcher:
         self._last_write = time.monotonic()
         self._last_failure_record = 0.0
         self.abandoned = False  # stopped without storing what it holds (its lease was lost)
+        self._listed = False
+        self._started = time.monotonic()
 
     # -- what the threads call
 
@@ -403,7 +415,7 @@ class Watcher:
             Snapshot.objects.filter(cluster=self.cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
             .order_by("-at").values_list("at", flat=True).first()
         )
-        self._last_write = time.monotonic()
+        self._last_write = self._started = time.monotonic()
         self._streams = [_KindStream(self, rt) for rt in RESOURCE_TYPES]
         for stream in self._streams:
             stream.start()
@@ -455,10 +467,17 @@ class Watcher:
                 if message.what == "event":
                     self.mirror.apply(message.kind, message.event_type, message.obj, message.at)
                 elif message.what == "list":
-                    self.mirror.replace(message.kind, message.items, message.at)
+                    self.mirror.replace_held(message.kind, message.held, message.at)
                 if message.what in ("event", "list") and self._pending_since is None:
                     self._pending_since = time.monotonic()
             self.on_activity()
+            if not self._listed and self.synced:
+                self._listed = True
+                log.info("%s: every kind listed (%.1fs); watching", self.cluster_name, time.monotonic() - self._started)
+                # What it holds now lives as long as the process: out of the cyclic GC's way, which
+                # would otherwise walk it again at every full collection.
+                gc.collect()
+                gc.freeze()
             try:
                 message = self.queue.get_nowait()
             except queue.Empty:

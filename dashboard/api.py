@@ -18,11 +18,13 @@ from collector.history_reader import StoredHistory, collection_health
 from collector.models import Snapshot
 from collector.recent_history import ReadError, open_history
 from collector.snapshot_runs import snapshots_document
+from dashboard.continue_token import Continuation
 from dashboard.selector_limits import match_devices_typed
-from derived.reading import claims_read, explain_read, metrics_read
+from derived.reading import claim_key, claims_after, claims_read, explain_read, metrics_read
 from derived.reports import audit_read, leaks_read
 from derived.thresholds import leak_thresholds
 from domain.allocator.cel import SelectorCompileError, SelectorLimitExceeded
+from domain.cluster.claim_summaries import ClaimSummary
 from domain.cluster.timefmt import rfc3339
 from domain.verdicts.explain import PodNotFound
 
@@ -60,25 +62,69 @@ def api_snapshots(request: HttpRequest) -> JsonResponse:
     return JsonResponse(doc)
 
 
-@with_history
-def api_claims(request: HttpRequest, history: StoredHistory) -> Any:
+# ``/api/claims?limit=N`` pages the list; the ``continue`` token of a page asks for the next one (of the
+# same snapshot) and keeps that limit only if it is passed again, else takes this many.
+CLAIMS_DEFAULT_LIMIT = 500
+CLAIMS_MAX_LIMIT = 5000  # a larger limit is served as this many (follow ``continue`` for the rest)
+
+
+@require_GET
+def api_claims(request: HttpRequest) -> HttpResponse:
+    """Every claim the user sees (no ``limit``: the whole list, as before paging), or a page of them in
+    namespace, name, UID order with the ``continue`` token of the next page ("" after the last)."""
+    cluster, as_of, token = request.GET.get("cluster"), request.GET.get("as_of"), request.GET.get("continue")
+    try:
+        limit = _limit(request.GET.get("limit"))
+        continuation = Continuation.decode(token, 3) if token else None
+    except ValueError as exc:
+        return _error(400, str(exc))
+    if continuation is not None:
+        if as_of:
+            return _error(400, "pass as_of or continue, not both: a continued list keeps its snapshot")
+        if cluster and cluster != continuation.cluster:
+            return _error(400, f"the continue token continues the list of cluster {continuation.cluster!r}")
+        cluster, limit = continuation.cluster, limit or CLAIMS_DEFAULT_LIMIT
+    try:
+        history = open_history(cluster, continuation.as_of if continuation else as_of)
+    except ReadError as exc:
+        return _error(410 if continuation else 404, str(exc))
+    if continuation is not None and history.as_of != continuation.as_of:
+        return _error(410, "the snapshot this list was read as of is no longer stored: list again")
     scope = scope_for(request.user, history.cluster)
-    return {
-        "as_of": rfc3339(history.as_of),
-        "claims": [
-            {
-                "uid": s.uid,
-                "namespace": s.namespace,
-                "name": s.name,
-                "state": s.state,
-                "devices": list(s.devices),
-                "node": s.node,
-                "created": rfc3339(s.created),
-                "url": reverse("claim", args=[history.cluster.name, s.uid]),
-            }
-            for s in claims_read(history, scope)
-        ],
-    }
+    if limit is None:
+        claims = _claim_entries(history, claims_read(history, scope))
+        return JsonResponse({"as_of": rfc3339(history.as_of), "claims": claims})
+    page = claims_after(history, scope, continuation.after if continuation else None, limit + 1)
+    more = len(page) > limit
+    del page[limit:]
+    following = Continuation(history.cluster.name, history.as_of, claim_key(page[-1])).encode() if more else ""
+    return JsonResponse(
+        {"as_of": rfc3339(history.as_of), "claims": _claim_entries(history, page), "continue": following}
+    )
+
+
+def _limit(value: str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    if not value.isascii() or not value.isdigit() or int(value) < 1:
+        raise ValueError(f"limit is a whole number from 1, not {value!r}")
+    return min(int(value), CLAIMS_MAX_LIMIT)
+
+
+def _claim_entries(history: StoredHistory, summaries: list[ClaimSummary]) -> list[dict[str, Any]]:
+    return [
+        {
+            "uid": s.uid,
+            "namespace": s.namespace,
+            "name": s.name,
+            "state": s.state,
+            "devices": list(s.devices),
+            "node": s.node,
+            "created": rfc3339(s.created),
+            "url": reverse("claim", args=[history.cluster.name, s.uid]),
+        }
+        for s in summaries
+    ]
 
 
 @with_history

@@ -66,7 +66,7 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     rows = list(
         ObjectVersion.objects.filter(cluster=c, kind="ResourceClaim", uid=uid)
         .order_by("valid_from")
-        .values("valid_from", "valid_to", "deleted", "content", "namespace")
+        .values("valid_from", "valid_to", "deleted", "content", "namespace", "shapes_checked")
     )
     if not rows:
         raise Http404("no such claim")
@@ -75,7 +75,8 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     versions: list[dict[str, Any]] = []
     previous = newest = current = None
     for row in rows:
-        obj, unreadable = (None, None) if row["deleted"] else decode_stored("ResourceClaim", row["content"])
+        stored = (row["content"], row["shapes_checked"])
+        obj, unreadable = (None, None) if row["deleted"] else decode_stored("ResourceClaim", *stored)
         if unreadable:
             # Stored before fields were checked: shown as stored, and read by no report (history_reader).
             versions.append({"at": row["valid_from"], "until": row["valid_to"], "deleted": False, "summary": None,

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from collector.history_reader import StoredHistory, readable
+from collector.history_reader import STORED, StoredHistory, readable
 from collector.models import ObjectVersion, Snapshot
 from derived.models import EventSubject
 from domain.cluster.events import PodName, involved_of, subject_key
@@ -35,8 +35,10 @@ def write_event_subjects(
         if not snapshot.changed:
             return {}
         rows = ObjectVersion.objects.filter(snapshot=snapshot, kind="Event", deleted=False)
-        stored = rows.values_list("uid", "valid_from", "content").iterator(BATCH)
-        decoded: Iterable[tuple[str, Version]] = ((u, Version(t, readable("Event", u, t, c))) for u, t, c in stored)
+        stored = rows.values_list(*STORED).iterator(BATCH)
+        decoded: Iterable[tuple[str, Version]] = (
+            (u, Version(t, readable("Event", u, t, c, checked))) for u, t, c, checked in stored
+        )
     else:
         decoded = ((uid, version) for uid, versions in every_version.items() for version in versions)
     new: dict[bytes, EventSubject] = {}
@@ -97,10 +99,10 @@ def failure_event_versions(cluster_id: int, pods: Iterable[str], as_of: datetime
     out: dict[str, list[Version]] = {}
     for batch in _batches(sorted(events)):
         rows = ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Event", uid__in=batch, valid_from__lte=as_of)
-        for uid, at, deleted, content in rows.order_by("uid", "valid_from").values_list(
-            "uid", "valid_from", "deleted", "content"
+        for uid, at, deleted, content, checked in rows.order_by("uid", "valid_from").values_list(
+            "uid", "valid_from", "deleted", "content", "shapes_checked"
         ):
-            obj = None if deleted else readable("Event", uid, at, content)
+            obj = None if deleted else readable("Event", uid, at, content, checked)
             if deleted or obj is not None:  # an unreadable version is left out
                 out.setdefault(uid, []).append(Version(at, obj))
     return [out[uid] for uid in sorted(out)]

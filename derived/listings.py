@@ -34,8 +34,8 @@ def write_claim_listings(snapshot: Snapshot, full: bool, state: ClusterState) ->
             return 0
         changed = ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim")
         versions: list[tuple[str, Object | None]] = []
-        for uid, deleted, content in changed.values_list("uid", "deleted", "content"):
-            claim = None if deleted else readable("ResourceClaim", uid, at, content)
+        for uid, deleted, content, checked in changed.values_list("uid", "deleted", "content", "shapes_checked"):
+            claim = None if deleted else readable("ResourceClaim", uid, at, content, checked)
             # An unreadable version is read as if never stored: the claim's row before it stands.
             if deleted or claim is not None:
                 versions.append((uid, claim))

@@ -7,6 +7,7 @@ so callers never need to know which happened.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import orjson
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Collate
 
 from collector.history_reader import StoredHistory, namespaces_in_use, uids_named
@@ -90,6 +91,36 @@ def claims_read(history: StoredHistory, scope: Scope) -> list[ClaimSummary]:
 
 def _claims_on_read(history: StoredHistory, scope: Scope) -> list[ClaimSummary]:
     return [s for s in claim_summaries(history.state) if scope.sees(s.namespace)]
+
+
+ClaimKey = tuple[str, ...]  # namespace, name, UID
+
+
+def claim_key(summary: ClaimSummary) -> ClaimKey:
+    """Where a claim stands in the list: namespace, name, then UID (two incarnations of one name),
+    each by code point."""
+    return (summary.namespace, summary.name, summary.uid)
+
+
+def claims_after(history: StoredHistory, scope: Scope, after: ClaimKey | None, count: int) -> list[ClaimSummary]:
+    """The first ``count`` claims ``scope`` sees whose key (``claim_key``) comes after ``after`` (from
+    the first when None), in the list's order: a page of the layer's listings when it covers the
+    snapshot (a keyset query, whatever page it is), else from every claim of the state."""
+    listed = claim_listings(history, scope)
+    if listed is None:
+        visible = sorted(_claims_on_read(history, scope), key=claim_key)
+        start = bisect_right(visible, after, key=claim_key) if after is not None else 0
+        return visible[start : start + count]
+    if after is not None:
+        namespace, name, uid = after
+        listed = listed.alias(
+            key_ns=_by_code_point("namespace"), key_name=_by_code_point("name"), key_uid=_by_code_point("claim_uid")
+        ).filter(
+            Q(key_ns__gt=namespace)
+            | Q(key_ns=namespace, key_name__gt=name)
+            | Q(key_ns=namespace, key_name=name, key_uid__gt=uid)
+        )
+    return [summary_of(row) for row in listed[:count]]
 
 
 @dataclass

@@ -241,11 +241,11 @@ def _versions(
     for i in range(0, len(uids), BATCH):
         chosen = rows.filter(uid__in=uids[i : i + BATCH]).order_by("uid", "valid_from")
         # Fetched whole, without a server-side cursor's round trips: the claims of the review's weeks.
-        for uid, at, valid_to, deleted, content in chosen.values_list(
-            "uid", "valid_from", "valid_to", "deleted", "content"
+        for uid, at, valid_to, deleted, content, checked in chosen.values_list(
+            "uid", "valid_from", "valid_to", "deleted", "content", "shapes_checked"
         ):
             versions = out.setdefault(uid, [])
-            obj = None if deleted else readable(kind, uid, at, content)
+            obj = None if deleted else readable(kind, uid, at, content, checked)
             if deleted or obj is not None:
                 versions.append((Version(at, obj), valid_to))
             elif versions:

@@ -35,14 +35,16 @@ def claim_versions(cluster_id: int, uids: Iterable[str] | None, until: datetime)
     for batch in batches:
         chosen = rows if batch is None else rows.filter(uid__in=batch)
         current: tuple[str, list[Version]] | None = None
-        for uid, at, deleted, content in (
-            chosen.order_by("uid", "valid_from").values_list("uid", "valid_from", "deleted", "content").iterator(BATCH)
+        for uid, at, deleted, content, checked in (
+            chosen.order_by("uid", "valid_from")
+            .values_list("uid", "valid_from", "deleted", "content", "shapes_checked")
+            .iterator(BATCH)
         ):
             if current is None or current[0] != uid:
                 if current is not None:
                     yield current
                 current = (uid, [])
-            obj = None if deleted else readable("ResourceClaim", uid, at, content)
+            obj = None if deleted else readable("ResourceClaim", uid, at, content, checked)
             if deleted or obj is not None:  # an unreadable version is left out
                 current[1].append(Version(at, obj))
         if current is not None:

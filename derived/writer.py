@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 from django.db import transaction
 
-from collector.history_reader import StoredHistory, group_member_versions, live_containing, readable
+from collector.history_reader import STORED, StoredHistory, group_member_versions, live_containing, readable
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
@@ -191,9 +191,9 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
     waiting = inventory = False
     groups: set[GroupKey] = set()
     changes = ObjectVersion.objects.filter(snapshot=snapshot).values_list(
-        "kind", "uid", "namespace", "name", "content"
+        "kind", "uid", "namespace", "name", "content", "shapes_checked"
     )
-    for kind, uid, namespace, name, content in changes.iterator(BATCH):
+    for kind, uid, namespace, name, content, checked in changes.iterator(BATCH):
         if kind == "Pod":
             pods.add(uid)
             groups.update(_group_of_pod(cluster_id, uid, content))
@@ -208,7 +208,7 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
         elif kind == "ResourceClaim":
             waiting = True
             claims.setdefault(namespace, set()).add(uid)
-            claim = readable(kind, uid, snapshot.at, content) if content else None
+            claim = readable(kind, uid, snapshot.at, content, checked) if content else None
             if claim is not None:
                 pods.update(_pods_named_by_claim(claim))
         elif kind == "ResourceClaimTemplate":
@@ -300,11 +300,11 @@ def _involved(cluster_id: int, events: list[tuple[str, str, bool]]) -> Iterable[
             ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Event", uid__in=uids[start : start + BATCH])
             .exclude(content="")
             .order_by("uid", "-valid_from")
-            .values_list("uid", "valid_from", "content")
+            .values_list(*STORED)
         )
         seen: set[str] = set()
-        for uid, at, content in rows:
-            event = readable("Event", uid, at, content)
+        for uid, at, content, checked in rows:
+            event = readable("Event", uid, at, content, checked)
             if uid in seen or event is None:
                 continue  # the newest readable content of each event is what it is about
             seen.add(uid)

@@ -250,3 +250,65 @@ def test_the_claim_page_shows_an_unreadable_version_as_stored(admin_client: Clie
     note = body[body.index('data-testid="unreadable-version"') :]
     assert "cannot be read and is skipped by every report" in note
     assert MALFORMED["exactly"][1] in note.split("</p>")[0]
+
+
+@pytest.mark.django_db
+def test_only_versions_the_door_did_not_check_are_checked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from collector import history_reader
+    from collector.history_reader import StoredHistory
+    from collector.shapes import door_mark
+
+    good = small_cluster()
+    import_dump(tmp_path, good, 0)  # through the door: every version marked
+    objects, bad = malformed("exactly")
+    # Past it, as before the check: the bad claim alone, with no mark (nothing else changed).
+    cluster = history_writer.get_cluster("demo")
+    at = T0 + timedelta(hours=1)
+    snapshot = history_writer.start_snapshot(cluster, at, "written before fields were checked", started=at)
+    history_writer.write_snapshot(snapshot, [unchecked(bad)], (), finished=at)
+    after_import(snapshot, lambda: at)
+    versions = ObjectVersion.objects.filter(cluster__name="demo", deleted=False)
+    assert set(versions.exclude(shapes_checked=door_mark()).values_list("uid", flat=True)) == {bad["metadata"]["uid"]}
+    checked: list[tuple[str, str]] = []
+
+    def counted(kind: str, obj: Obj) -> str | None:
+        checked.append((kind, obj["metadata"]["uid"]))
+        return shape_problem(kind, obj)
+
+    monkeypatch.setattr(history_reader, "shape_problem", counted)
+    monkeypatch.setattr(history_reader, "_WARNED", set())  # warned again, whatever ran before in this process
+
+    def every_object() -> dict[str, dict[str, Obj]]:
+        return {kind: dict(objs) for kind, objs in StoredHistory(cluster, at).state.objects.items()}
+
+    with caplog.at_level(logging.WARNING):
+        state = every_object()
+    # Only the unmarked version was checked, and still refused: the claim reads as its version before.
+    assert checked == [("ResourceClaim", bad["metadata"]["uid"])]
+    assert state["ResourceClaim"][bad["metadata"]["uid"]] == orjson.loads(
+        normalize("ResourceClaim", _claim(good)).content
+    )
+    assert any("cannot be read" in r.getMessage() for r in caplog.records)
+    # Versions checked against other field types (an upgrade's) are checked again, each one read.
+    checked.clear()
+    versions.update(shapes_checked=door_mark() ^ 1)
+    assert every_object() == state
+    assert len(checked) == versions.filter(valid_to__isnull=True).count() + 1  # the bad one's stand-in too
+
+
+@pytest.mark.django_db
+def test_collections_and_watched_changes_store_the_mark(source: ClusterSource, make_reader: Any) -> None:
+    from collector.shapes import door_mark
+
+    collect(source, T0, lambda: T0, reader=make_reader(page_size=50))
+    claim = copy.deepcopy(_claim(small_cluster()))
+    claim["metadata"]["labels"] = {"changed": "yes"}
+    at = T0 + timedelta(minutes=1)
+    snapshot = history_writer.start_snapshot(history_writer.get_cluster(source.name), at, "watch", started=at)
+    change = history_writer.Change("ResourceClaim", claim["metadata"]["uid"], at, normalize("ResourceClaim", claim))
+    assert history_writer.write_changes(snapshot, [change], finished=at).versions_written == 1
+    stored = ObjectVersion.objects.filter(deleted=False)
+    assert stored.filter(snapshot=snapshot).count() == 1 and stored.count() > 1
+    assert set(stored.values_list("shapes_checked", flat=True)) == {door_mark()}

@@ -147,3 +147,39 @@ def test_serve_watches_the_demo_cluster_in_process(settings: Any, tmp_path: Path
         thread.join(timeout=60)
     assert not thread.is_alive()
     assert timezone.now() - Snapshot.objects.latest("at").at < timedelta(minutes=1)
+
+
+def test_a_watcher_that_loses_its_lease_stops_writing_and_stands_by(
+    settings: Any, tmp_path: Path, clean_redis: redis.Redis
+) -> None:
+    from collector.sources import ClusterSource
+
+    server = FakeApiServer(FakeCluster([small_cluster(), churned()]), bookmark_interval=0.2)
+    server.start()
+    server.write_kubeconfig(tmp_path / "kubeconfig")
+    settings.CLAIMLINE_CLUSTERS = [ClusterSource("w", "kubeconfig", str(tmp_path / "kubeconfig"))]
+    settings.CLAIMLINE_SCHEDULER = "in-process"
+    settings.CLAIMLINE_WATCH_LEASE = 3
+    settings.CLAIMLINE_WATCH_BATCH_SECONDS = 0.0
+    stop = threading.Event()
+    thread = threading.Thread(target=watch_cluster, args=("w", timezone.now, stop, True, tmp_path / "alive"))
+    thread.start()
+    try:
+        until(lambda: Snapshot.objects.filter(cluster__name="w", status="ok").exists(), what="the first batch")
+        versions = ObjectVersion.objects.count()
+        # another replica holds the cluster now (its lease ran out here, say, during a long pause)
+        clean_redis.set(lease_key("w"), b"someone-else", ex=30)
+        time.sleep(2.5)  # past a renewal: this watcher has let go
+        server.cluster.advance()
+        time.sleep(2.0)
+        assert ObjectVersion.objects.count() == versions, "a watcher without the lease wrote"
+        # the other replica goes away: this one takes the cluster back and stores the change, once
+        clean_redis.delete(lease_key("w"))
+        until(lambda: ObjectVersion.objects.count() > versions, what="the change after taking over")
+        time.sleep(1.0)
+        assert ObjectVersion.objects.count() == versions + 3 + 3  # train-0, train-3, its claim; 3 deletions
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+        server.stop()
+    assert clean_redis.get(lease_key("w")) is None

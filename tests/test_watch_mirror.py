@@ -214,3 +214,18 @@ def test_stored_history_is_reconciled_on_the_first_batch() -> None:
         mirror.replace(kind, state if kind == "Namespace" else [], T0)
     batch = mirror.take()
     assert [(c.kind, c.uid, c.obj) for c in batch.changes] == [("Namespace", "ns-gone", None)]
+
+
+def test_a_list_converted_before_the_classes_changed_is_judged_with_the_classes_of_now() -> None:
+    mirror = Mirror()
+    for kind in KINDS:
+        mirror.replace(kind, [], T0)
+    pod = _pod(0, 0, uses=False, asks=True, label=0)
+    stale = dict([mirror.hold("Pod", pod)])  # converted by a list's thread while no class served RESOURCE
+    gpu = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu", "uid": "class-gpu"},
+           "spec": {"extendedResourceName": RESOURCE}}
+    mirror.apply("DeviceClass", "ADDED", gpu, T0 + timedelta(seconds=1))
+    mirror.committed(mirror.take())
+    mirror.replace_held("Pod", stale, T0 + timedelta(seconds=2))
+    mirror.committed(mirror.take())
+    assert set(mirror.written["Pod"]) == {"pod-0-0"}
