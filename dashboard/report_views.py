@@ -53,9 +53,14 @@ def threshold_words(thresholds: dict[str, float]) -> list[tuple[str, str]]:
 def leaks(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
     doc = redactor_of(request.user, history).leaks(leaks_read(history, leak_thresholds()))
+    # ?namespace= (what an alert's link names): that namespace's claims only.
+    namespace = request.GET.get("namespace", "")
+    if namespace:
+        doc = {**doc, "claims": [claim for claim in doc["claims"] if claim["namespace"] == namespace]}
     context = {
         "cluster": c,
         "doc": doc,
+        "namespace": namespace,
         "total": round(sum(claim["device_hours"] for claim in doc["claims"]), 2),
         "leaked": round(sum(claim["leaked_device_hours"] for claim in doc["claims"]), 2),
         "threshold_words": threshold_words(doc["thresholds"]),
