@@ -26,7 +26,7 @@ from domain.allocator.matching import class_selectors
 from domain.cluster.state import meta, uid_of
 from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory, advertised_devices, typed_value
 from domain.inventory.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
-from domain.reports.capacity import review_csv_rows, review_table, week_containing
+from domain.reports.capacity import percent, review_csv_rows, review_table, week_containing
 from domain.reports.redaction import Scope, visible_holders
 
 DEVICES_PER_PAGE = 500
@@ -116,6 +116,11 @@ def review(request: HttpRequest, cluster: str) -> HttpResponse:
         "weekly_chart": charts.leaked_by_week(doc["series"]["weekly"]),
         "header": header,
         "rows": rows,
+        # Allocated ÷ advertised device-hours, the cluster's and each model's (cluster-wide numbers,
+        # which a team member sees too, as on the overview).
+        "utilization": percent(doc["totals"].get("utilization")),
+        "previous_utilization": percent(doc["totals"].get("previous_utilization")),
+        "models": [{**m, "utilization_percent": percent(m.get("utilization"))} for m in doc["by_model"]],
         "threshold_words": threshold_words(doc["thresholds"]),
         "print": request.GET.get("print") == "1",
     }

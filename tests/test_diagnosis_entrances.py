@@ -123,7 +123,7 @@ def test_pages_render(demo_history: Any, admin_client: Client) -> None:
         assert response.status_code == 200, url
         assert text in response.content.decode(), url
     csv_text = admin_client.get("/c/demo/review.csv").content.decode()
-    assert csv_text.splitlines()[0].startswith("scope,name,allocated_device_hours")
+    assert csv_text.splitlines()[0].startswith("week,scope,name,allocated_device_hours")
 
 
 def test_search_lands_on_the_pod(demo_history: Any, admin_client: Client) -> None:
