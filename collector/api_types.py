@@ -27,6 +27,9 @@ TYPES_FILE = Path(__file__).with_name("api_types.json")
 KIND_MODELS: dict[str, tuple[str, ...]] = {
     "DeviceClass": ("V1DeviceClass",),
     "ResourceSlice": ("V1ResourceSlice",),
+    "DeviceTaintRule": ("V1DeviceTaintRule",),
+    "Workload": ("V1beta1Workload",),
+    "PodGroup": ("V1beta1PodGroup",),
     "ResourceClaimTemplate": ("V1ResourceClaimTemplate",),
     "ResourceClaim": ("ResourceV1ResourceClaim", "V1ResourceClaim"),
     "Namespace": ("V1Namespace",),

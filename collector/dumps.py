@@ -217,9 +217,11 @@ class DumpReader:
             raise DumpError(f"{path}: document has no kind")
         if kind in LIST_KINDS:
             listed = LIST_KINDS[kind]
-            expected = BY_KIND[listed].api_version
-            if api_version is not None and api_version != expected:
-                raise DumpError(f"{path}: {kind} {_shown(api_version)}; Claimline reads {listed} {expected}")
+            versions = BY_KIND[listed].api_versions
+            if api_version is not None and api_version not in versions:
+                raise DumpError(
+                    f"{path}: {kind} {_shown(api_version)}; Claimline reads {listed} {' or '.join(versions)}"
+                )
             self.kinds.add(listed)
 
     def _single(
@@ -239,11 +241,15 @@ class DumpReader:
             self.ignored[kind] = self.ignored.get(kind, 0) + 1
             return
         api_version = item.get("apiVersion")
+        versions = BY_KIND[kind].api_versions
         if api_version is None and listed is not None:
             api_version = listed[1]
-        expected = BY_KIND[kind].api_version
-        if api_version is not None and api_version != expected:
-            raise DumpError(f"{path}: {where} is {kind} {_shown(api_version)}; Claimline reads {kind} {expected}")
+            if api_version in versions[1:]:
+                item = {**item, "apiVersion": api_version}  # a typed List of an older version: its items are too
+        if api_version is not None and api_version not in versions:
+            raise DumpError(
+                f"{path}: {where} is {kind} {_shown(api_version)}; Claimline reads {kind} {' or '.join(versions)}"
+            )
         self.kinds.add(kind)
         yield kind, item, position
 

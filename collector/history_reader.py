@@ -435,6 +435,14 @@ def live_containing(cluster: Cluster, as_of: datetime, kind: str, text: str) -> 
     return [obj for obj in found if obj is not None]
 
 
+def group_member_versions(cluster_id: int, namespace: str, name: str, as_of: datetime | None = None) -> Any:
+    """The versions (as of ``as_of``, the newest by default) of the live Pods naming PodGroup ``namespace/name``
+    in ``spec.schedulingGroup``, found by the name in their canonical content: a query of one namespace."""
+    rows = ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Pod", namespace=namespace, deleted=False)
+    rows = rows.filter(_as_of_filter(as_of)) if as_of is not None else rows.filter(valid_to__isnull=True)
+    return rows.filter(content__contains='"podGroupName":' + orjson.dumps(name).decode())
+
+
 def namespaces_in_use(cluster: Cluster, as_of: datetime, among: Iterable[str] | None = None) -> set[str]:
     """The names of live Namespaces and the namespaces of live claims and Pods, as of ``as_of``.
 

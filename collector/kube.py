@@ -46,6 +46,10 @@ class CollectionError(Exception):
     """A collection that cannot complete; nothing from it is stored."""
 
 
+class NotServed(CollectionError):
+    """The API server does not serve the resource at that version (404 on a fresh list)."""
+
+
 def api_client_for(source: ClusterSource, kubeconfig: str | None = None, pool_size: int | None = None) -> k8s.ApiClient:
     """An ``ApiClient`` for a configured cluster (``demo`` is resolved by the caller); ``pool_size``
     connections kept per host (a watcher holds one open per kind)."""
@@ -72,6 +76,8 @@ class ReadResult:
     complete_kinds: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
     requests: int = 0
+    # Optional kinds the API server serves at none of their versions: there are none of them.
+    absent_kinds: set[str] = field(default_factory=set)
 
 
 class ClusterReader:
@@ -167,7 +173,8 @@ class ClusterReader:
                     f"{'.' + rt.group if rt.group else ''}; grant list/watch on it (deploy/rbac.yaml)"
                 )
             if status == 404:
-                raise CollectionError(
+                # Only a fresh list tells "not served"; a 404 mid-list is a failure like any other.
+                raise (CollectionError if token else NotServed)(
                     f"{what}: not found (404): the API server does not serve {rt.api_version} {rt.plural}"
                     + (" (is Dynamic Resource Allocation enabled?)" if rt.group else "")
                 )
@@ -202,6 +209,24 @@ class ClusterReader:
             if not token:
                 return
 
+    def served_pages(self, rt: ResourceType, absent: set[str] | None = None) -> Iterator[tuple[str, list[Any] | None]]:
+        """``pages`` of the first version of ``rt`` the API server serves, each with that version.
+
+        An optional kind served at no version yields nothing and is added to ``absent``.
+        """
+        for version in rt.api_versions:
+            try:
+                for page in self.pages(rt.served_as(version)):
+                    yield version, page
+                return
+            except NotServed:
+                if version == rt.api_versions[-1] and not rt.optional:
+                    raise
+                log.debug("%s is not served at %s", rt.plural, version)
+        log.info("%s: not served by this cluster (tried %s); recorded as none", rt.plural, ", ".join(rt.api_versions))
+        if absent is not None:
+            absent.add(rt.kind)
+
     def read(self) -> ReadResult:
         """A complete snapshot of everything Claimline stores, or ``CollectionError``.
 
@@ -223,7 +248,7 @@ class ClusterReader:
                 position = 0
                 if rt.kind == "Event":
                     about = pod_uids | claim_uids
-                for page in self.pages(rt):
+                for version, page in self.served_pages(rt, result.absent_kinds):
                     if page is None:
                         objects, problems, position = [], [], 0
                         if rt.kind == "ResourceClaim":
@@ -245,6 +270,8 @@ class ClusterReader:
                     elif rt.kind == "Event":
                         page = events_about(page, about, named_claims)
                     for item in page:
+                        if version != rt.api_version and isinstance(item, dict) and "apiVersion" not in item:
+                            item = {**item, "apiVersion": version}  # stored as served, not as the newest
                         try:
                             objects.append(normalize(rt.kind, item, position))
                         except InvalidObject as exc:

@@ -55,8 +55,10 @@ def _strip_noise(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
             body["status"] = {**status, "conditions": conditions}
     # List items usually lack their own kind and apiVersion.
     if body.get("kind") != kind or "apiVersion" not in body:
+        # An older version a reader or dump gave it (a v1alpha3 PodGroup) is kept: the shapes are the same.
+        served = body.get("apiVersion")
         body["kind"] = kind
-        body["apiVersion"] = BY_KIND[kind].api_version
+        body["apiVersion"] = served if served in BY_KIND[kind].api_versions else BY_KIND[kind].api_version
     return body
 
 

@@ -1,5 +1,8 @@
 """Which objects Claimline keeps: Pods that take part in DRA, and the Events about them and their claims.
 
+A Pod of a gang (``spec.schedulingGroup``) is kept whether or not it uses claims itself: the scheduler
+places its group's members together or not at all, so each member counts in its siblings' verdicts.
+
 A cluster's Pods are mostly not DRA's: the collector and ``import-snapshot`` keep the same ones, so an
 imported dump stores (and derives, and costs) what a collection of that cluster would.
 """
@@ -44,11 +47,16 @@ def reserved_pod_uids(claims: list[Any]) -> set[str]:
 def pods_reserved_or_using_claims(
     pods: list[Any], reserved: set[str], extended: set[str] | frozenset[str] = frozenset()
 ) -> list[Any]:
-    """Pods that use claims, are named in a claim's reservedFor, or ask for DRA-backed extended resources."""
+    """Pods that use claims, are named in a claim's reservedFor, ask for DRA-backed extended resources, or
+    belong to a scheduling group."""
     kept = []
     for pod in pods:
         spec = pod.get("spec") if isinstance(pod, dict) else None
-        uses = isinstance(spec, dict) and (bool(spec.get("resourceClaims")) or uses_extended_resources(pod, extended))
+        uses = isinstance(spec, dict) and (
+            bool(spec.get("resourceClaims"))
+            or bool(spec.get("schedulingGroup"))
+            or uses_extended_resources(pod, extended)
+        )
         # A malformed Pod is kept so that validation reports it instead of dropping it silently.
         if uses or not isinstance(spec, dict):
             kept.append(pod)

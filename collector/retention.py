@@ -7,11 +7,11 @@ The rule, for one cluster and a cutoff C:
 2. A deletion marker that starts before C and was never superseded (the object
    has no later version) is deleted too. With rule 1 that removes the object
    entirely: it was gone before C.
-3. Except: a Pod that a kept ResourceClaim version names by UID (a consumer in
-   ``status.reservedFor`` or the owner in ``metadata.ownerReferences``) keeps its
-   last state and its deletion marker. A claim that outlives its Pods by more
-   than the retention period is a leak, and the leak report describes it from
-   that last state (Succeeded at …, owned by Job/…).
+3. Except: a Pod or PodGroup that a kept ResourceClaim version names by UID (a
+   consumer in ``status.reservedFor`` or the owner in ``metadata.ownerReferences``)
+   keeps its last state and its deletion marker. A claim that outlives its Pods
+   (or its PodGroup) by more than the retention period is a leak, and the leak
+   report describes it from that last state (Succeeded at …, owned by Job/…).
 4. Everything else is kept, in particular each object's version valid at C,
    with its real ``valid_from``.
 5. A snapshot row older than C is deleted once no remaining version references
@@ -116,38 +116,46 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _named_pods(contents: Iterable[str]) -> Iterator[str]:
-    """UIDs of the Pods claims name as consumers or owner (stored content is only checked at the top)."""
+def _named_consumers(contents: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """``(kind, UID)`` of the Pods and PodGroups claims name as consumers or owner (stored content is only
+    checked at the top)."""
     for content in contents:
         claim = orjson.loads(content)
         status = claim.get("status") if isinstance(claim.get("status"), dict) else {}
         for ref in _list(status.get("reservedFor")) + _list(claim["metadata"].get("ownerReferences")):
-            if isinstance(ref, dict) and (ref.get("resource") == "pods" or ref.get("kind") == "Pod"):
-                uid = ref.get("uid")
-                if isinstance(uid, str):
-                    yield uid
+            uid = ref.get("uid") if isinstance(ref, dict) else None
+            if not isinstance(uid, str):
+                continue
+            if ref.get("resource") == "pods" or ref.get("kind") == "Pod":
+                yield "Pod", uid
+            elif ref.get("resource") == "podgroups" or ref.get("kind") == "PodGroup":
+                yield "PodGroup", uid
 
 
 def _consumer_tails(cluster: Cluster, cutoff: datetime) -> frozenset[int]:
-    """Rule 3: the last state and deletion marker of gone Pods that kept claims still name."""
+    """Rule 3: the last state and deletion marker of gone Pods and PodGroups that kept claims still name."""
     gone = {
-        uid: (pk, at)
-        for uid, pk, at in ObjectVersion.objects.filter(
-            cluster=cluster, kind="Pod", deleted=True, valid_to__isnull=True, valid_from__lt=cutoff
-        ).values_list("uid", "pk", "valid_from")
+        (kind, uid): (pk, at)
+        for kind, uid, pk, at in ObjectVersion.objects.filter(
+            cluster=cluster, kind__in=("Pod", "PodGroup"), deleted=True, valid_to__isnull=True, valid_from__lt=cutoff
+        ).values_list("kind", "uid", "pk", "valid_from")
     }
     if not gone:
         return frozenset()
     claims = ObjectVersion.objects.filter(cluster=cluster, kind="ResourceClaim", deleted=False).filter(
         Q(valid_to__isnull=True) | Q(valid_to__gt=cutoff)
     )
-    named = {uid for uid in _named_pods(claims.values_list("content", flat=True).iterator(BATCH)) if uid in gone}
-    kept = {gone[uid][0] for uid in named}
+    named = {key for key in _named_consumers(claims.values_list("content", flat=True).iterator(BATCH)) if key in gone}
+    kept = {gone[key][0] for key in named}
     # The last state is the version the marker superseded: it ended when the marker began.
-    candidates = ObjectVersion.objects.filter(
-        cluster=cluster, kind="Pod", uid__in=named, deleted=False, valid_to__in={gone[uid][1] for uid in named}
-    ).values_list("uid", "valid_to", "pk")
-    kept.update(pk for uid, ended, pk in candidates if ended == gone[uid][1])
+    for kind in ("Pod", "PodGroup"):
+        uids = {uid for k, uid in named if k == kind}
+        if not uids:
+            continue
+        candidates = ObjectVersion.objects.filter(
+            cluster=cluster, kind=kind, uid__in=uids, deleted=False, valid_to__in={gone[(kind, u)][1] for u in uids}
+        ).values_list("uid", "valid_to", "pk")
+        kept.update(pk for uid, ended, pk in candidates if ended == gone[(kind, uid)][1])
     return frozenset(kept)
 
 

@@ -38,7 +38,14 @@ from kubernetes import client as k8s
 
 from collector import history_writer as history
 from collector.kinds import RESOURCE_TYPES, ResourceType
-from collector.kube import ClusterReader, CollectionError, _network_error, _retry_after, _status_message
+from collector.kube import (
+    ClusterReader,
+    CollectionError,
+    NotServed,
+    _network_error,
+    _retry_after,
+    _status_message,
+)
 from collector.mirror import Batch, Mirror, api_key
 from collector.models import Cluster, ObjectVersion, Snapshot
 
@@ -61,6 +68,7 @@ class WatchSettings:
     backoff: float = 0.5
     max_backoff: float = 30.0
     streaming_list: bool = True  # try sendInitialEvents before a paged list
+    absent_recheck: float = 300.0  # how often a kind the cluster serves at no version is looked for again
 
 
 class _Gone(Exception):
@@ -99,7 +107,9 @@ class _KindStream(threading.Thread):
         super().__init__(name=f"watch-{watcher.cluster_name}-{rt.plural}", daemon=True)
         self.w = watcher
         self.rt = rt
+        self.served = rt  # rt at the version the API server serves (its own, or an older one it falls back to)
         self.rv: str | None = None  # where the watch resumes; None: list first
+        self.absent = False  # an optional kind the API server serves at none of its versions
         self.failures = 0
         self._response: Any = None
         self._lock = threading.Lock()
@@ -160,6 +170,28 @@ class _KindStream(threading.Thread):
     # -- listing
 
     def _sync(self) -> None:
+        """List the kind at the first of its versions the API server serves. An optional kind served at
+        none (its feature off, an older Kubernetes) is listed as empty and looked for again later."""
+        for version in self.rt.api_versions:
+            self.served = self.rt.served_as(version)
+            try:
+                self._list()
+                self.absent = False
+                return
+            except NotServed:
+                log.debug("%s: not served at %s", self.name, version)
+        if not self.rt.optional:
+            raise CollectionError(
+                f"{self._what()}: not found (404): the API server does not serve {self.rt.plural} at "
+                + " or ".join(self.rt.api_versions)
+            )
+        log.info("%s: not served by this cluster (tried %s); none", self.name, ", ".join(self.rt.api_versions))
+        self.absent = True
+        self.w.report(_Message(self.rt.kind, "list", self.w.clock(), items=[]))
+        self.failures = 0
+        self._sleep(self.w.settings.absent_recheck)
+
+    def _list(self) -> None:
         w = self.w
         if w.streaming is not False:
             try:
@@ -174,7 +206,9 @@ class _KindStream(threading.Thread):
             w.api, page_size=s.page_size, timeout=s.request_timeout, max_retries=s.max_retries,
             sleep=self._sleep, backoff=s.backoff,
         )
-        items = reader.list_items(self.rt)
+        items = reader.list_items(self.served)
+        if self.served is not self.rt:  # a list's items name no version: these are of an older one
+            items = [{**i, "apiVersion": self.served.api_version} if isinstance(i, dict) else i for i in items]
         w.count_requests(reader.requests)
         w.report(_Message(self.rt.kind, "list", w.clock(), items=items))
         self.rv = reader.list_resource_version
@@ -197,7 +231,7 @@ class _KindStream(threading.Thread):
         else:
             params.append(("resourceVersion", rv))
         method, url, headers, _body, _post = w.api.param_serialize(
-            "GET", self.rt.list_path, query_params=params, header_params={"Accept": "application/json"},
+            "GET", self.served.list_path, query_params=params, header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
         if w.stopping.is_set():
@@ -224,6 +258,8 @@ class _KindStream(threading.Thread):
         what = self._what()
         if status == 410:
             raise _Gone
+        if initial and status == 404:
+            raise NotServed(f"{what}: not found (404)")
         if initial and status in (400, 403, 422):
             raise _NoStreamingList(f"{status} {_status_message(data)}")
         if status in (429, 500, 502, 503, 504):
@@ -438,7 +474,9 @@ class Watcher:
 
     def caught_up(self, resource_version: int) -> bool:
         """Every kind listed and its watch past ``resource_version`` (tests: the fake server's counter)."""
-        return self.synced and all(s.rv is not None and int(s.rv) >= resource_version for s in self._streams)
+        return self.synced and all(
+            s.absent or (s.rv is not None and int(s.rv) >= resource_version) for s in self._streams
+        )
 
     def step(self) -> Snapshot | None:
         """Write a batch when one is due, a checkpoint when one is due, a failure when one is due."""

@@ -24,7 +24,14 @@ from derived.thresholds import leak_thresholds
 from derived.writer import held_in_part_of
 from domain.allocator.matching import class_selectors
 from domain.cluster.state import meta, uid_of
-from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory, advertised_devices, typed_value
+from domain.inventory.devices import (
+    AdvertisedDevice,
+    DeviceId,
+    Inventory,
+    advertised_devices,
+    taint_rows,
+    typed_value,
+)
 from domain.inventory.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
 from domain.reports.capacity import percent, review_csv_rows, review_table, week_containing
 from domain.reports.redaction import Scope, visible_holders
@@ -150,7 +157,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     devices.sort(key=lambda d: (_node_of(d), d.pool, d.name))
     # 40,000 GPUs at 5,000 nodes: a page of rows is rendered, not megabytes of them.
     page = Paginator(devices, DEVICES_PER_PAGE).get_page(request.GET.get("page"))
-    rows = [_inventory_row(device, holders.get(device.id), scope, flagged) for device in page.object_list]
+    rows = [_inventory_row(history, device, holders.get(device.id), scope, flagged) for device in page.object_list]
     held = sum(1 for d in devices if d.id in holders)
     counter_sets = [
         {**u, "holders": visible_holders(scope, u["holders"])}
@@ -175,7 +182,11 @@ def _node_of(device: AdvertisedDevice) -> str:
 
 
 def _inventory_row(
-    device: AdvertisedDevice, holder: dict[str, Any] | None, scope: Scope, flagged: dict[str, str]
+    history: StoredHistory,
+    device: AdvertisedDevice,
+    holder: dict[str, Any] | None,
+    scope: Scope,
+    flagged: dict[str, str],
 ) -> dict[str, Any]:
     shown: dict[str, Any] = {}
     if holder is not None:
@@ -191,7 +202,7 @@ def _inventory_row(
         "product": typed_value(device.attributes.get("productName")),
         "memory": device.capacity_value("memory"),
         "uuid": device.uuid,
-        "taints": [f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}" for t in device.taints],
+        "taints": taint_rows(device, history.state) if device.taints else [],
         "holder": holder is not None,
         "holder_name": shown.get("claim", ""),
         "holder_uid": shown.get("claim_uid", ""),
@@ -250,7 +261,7 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
     # Shares and counter sets need who holds what, which the inventory reads from every live claim;
     # a snapshot the layer says has no device held in part has neither, and only its slices are read.
     inventory = None if held_in_part_of(history.snapshot_pk) is False else Inventory.of(history.state)
-    if not doc["claims"] and not _advertised(history, inventory, device_id):
+    if not doc["claims"] and _advertised(history, inventory, device_id) is None:
         raise Http404("no such device")
     hidden = [x for x in doc["claims"] if not scope.sees(x["namespace"])]
     doc["claims"] = [x for x in doc["claims"] if scope.sees(x["namespace"])]
@@ -262,12 +273,21 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
         {**u, "holders": visible_holders(scope, u["holders"])}
         for u in (counter_sets_of(inventory, device_id) if inventory is not None else ())
     ]
-    context = {"cluster": c, "doc": doc, "hidden_claims": len(hidden), "shared": shared, "counter_sets": counter_sets}
+    advertised = _advertised(history, inventory, device_id)
+    context = {
+        "cluster": c,
+        "doc": doc,
+        "hidden_claims": len(hidden),
+        "shared": shared,
+        "counter_sets": counter_sets,
+        "taints": taint_rows(advertised, history.state) if advertised is not None else [],
+    }
     return render_page(request, "dashboard/device.html", context, "device")
 
 
-def _advertised(history: StoredHistory, inventory: Inventory | None, device_id: DeviceId) -> bool:
+def _advertised(history: StoredHistory, inventory: Inventory | None, device_id: DeviceId) -> AdvertisedDevice | None:
     if inventory is not None:
-        return device_id in inventory.by_id
-    return any(d.id == device_id for d in advertised_devices(history.state))  # slices and taint rules only
+        return inventory.by_id.get(device_id)
+    # slices and taint rules only
+    return next((d for d in advertised_devices(history.state) if d.id == device_id), None)
 

@@ -15,14 +15,21 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 
 from access.scope import is_platform_admin, require_namespace, scope_for
-from collector.history_reader import NoSnapshot, decode_stored, latest_snapshot_time, namespaces_in_use
+from collector.history_reader import (
+    NoSnapshot,
+    decode_stored,
+    group_member_versions,
+    latest_snapshot_time,
+    namespaces_in_use,
+)
 from collector.models import ObjectVersion, Snapshot
 from collector.recent_history import ReadError, open_history
 from dashboard.clusters import cluster_or_404
 from derived.claim_rows import claim_judgements
 from derived.reading import claims_page
-from domain.cluster.claim_summaries import allocation_results, summarize_claim
+from domain.cluster.claim_summaries import allocation_results, consumers, summarize_claim
 from domain.cluster.diff import diff
+from domain.cluster.gangs import is_group_consumer, member_state, min_count
 from domain.reports.redaction import Redactor, Scope, referenced_namespaces
 
 CLAIMS_PER_PAGE = 200
@@ -66,14 +73,16 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
     scope = scope_for(request.user, c)
     require_namespace(scope, rows[0]["namespace"])
     versions: list[dict[str, Any]] = []
-    previous = newest = None
+    previous = newest = current = None
     for row in rows:
         obj, unreadable = (None, None) if row["deleted"] else decode_stored("ResourceClaim", row["content"])
         if unreadable:
             # Stored before fields were checked: shown as stored, and read by no report (history_reader).
             versions.append({"at": row["valid_from"], "until": row["valid_to"], "deleted": False, "summary": None,
                              "unreadable": unreadable, "changes": [], "json": row["content"]})
+            current = None
             continue
+        current = obj
         versions.append(
             {
                 "at": row["valid_from"],
@@ -96,10 +105,45 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
             {key: str(r.get(key) or "") for key in ("driver", "pool", "device")}
             for r in (allocation_results(newest) if newest else ())
         ],
+        "consumers": _consumers(c, current) if current is not None else [],
         "versions": list(reversed(versions)),
         "judgements": [{**j, "pod_url": _judged_pod_url(c.name, j)} for j in _judgements(scope, c, uid)],
     }
     return render_page(request, "dashboard/claim.html", context, "versions")
+
+
+def _consumers(cluster: Any, claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claim's ``reservedFor`` as the page lists it: a Pod links to its page; a PodGroup shows whether it
+    still exists and its members (a group-shared claim stays in use while one of them is active)."""
+    namespace = str((claim.get("metadata") or {}).get("namespace") or "")
+    out = []
+    for ref in consumers(claim):
+        name, uid = str(ref.get("name") or ""), str(ref.get("uid") or "")
+        if not is_group_consumer(ref):
+            url = reverse("pod", args=[cluster.name, namespace, name]) + f"?{urlencode({'uid': uid})}"
+            out.append({"kind": "Pod" if ref.get("resource", "pods") == "pods" else ref.get("resource"),
+                        "name": name, "uid": uid, "url": url})
+            continue
+        group = ObjectVersion.objects.filter(
+            cluster=cluster, kind="PodGroup", uid=uid, valid_to__isnull=True, deleted=False
+        ).values_list("content", flat=True).first()
+        members = []
+        for content in group_member_versions(cluster.pk, namespace, name).values_list("content", flat=True):
+            pod = orjson.loads(content)
+            state, detail = member_state(pod)
+            pod_name = pod["metadata"]["name"]
+            members.append({"name": pod_name, "state": state, "detail": detail,
+                            "url": reverse("pod", args=[cluster.name, namespace, pod_name])})
+        out.append({
+            "kind": "PodGroup",
+            "name": name,
+            "uid": uid,
+            "exists": group is not None,
+            "minCount": min_count(orjson.loads(group)) if group is not None else None,
+            "members": sorted(members, key=lambda m: m["name"]),
+            "active": sum(1 for m in members if m["state"] not in ("terminal", "deleting")),
+        })
+    return out
 
 
 def _judgements(scope: Scope, cluster: Any, uid: str) -> list[dict[str, Any]]:

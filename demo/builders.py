@@ -20,6 +20,7 @@ import orjson
 Obj = dict[str, Any]
 
 DRA_API = "resource.k8s.io/v1"
+SCHEDULING_API = "scheduling.k8s.io/v1beta1"
 GPU_DRIVER = "gpu.nvidia.com"
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
@@ -73,6 +74,8 @@ _OWNER_API_VERSIONS = {
     "Deployment": "apps/v1",
     "Node": "v1",
     "Pod": "v1",
+    "PodGroup": SCHEDULING_API,
+    "Workload": SCHEDULING_API,
 }
 
 
@@ -997,6 +1000,16 @@ def running_conditions(scheduled_at: datetime, started_at: datetime) -> list[Obj
     ]
 
 
+def disruption_target(
+    at: datetime,
+    reason: str = "DeletionByDeviceTaintManager",
+    message: str = "Device Taint manager: deleting due to NoExecute taint",
+) -> Obj:
+    """The DisruptionTarget condition a controller sets on a Pod it is about to delete (here: the device
+    taint eviction controller)."""
+    return _pod_condition("DisruptionTarget", True, at, reason, message)
+
+
 def stuck_conditions(scheduled_at: datetime, sandbox_ready: bool, at: datetime | None = None) -> list[Obj]:
     """A scheduled pod whose container never became ready (sandbox ready or not)."""
     at = at or scheduled_at
@@ -1043,15 +1056,24 @@ def state_terminated(started_at: datetime, finished_at: datetime, exit_code: int
 
 def resource_health(
     pod_claim: str,
-    request_name: str,
+    request_name: str | None,
     devices: Sequence[tuple[str, str, str]],
     health: str = "Healthy",
+    message: str | None = None,
 ) -> Obj:
-    """A containerStatuses[].allocatedResourcesStatus entry for a DRA claim (KEP-4680)."""
-    return {
-        "name": f"claim:{pod_claim}/{request_name}",
-        "resources": [{"resourceID": f"{d}/{p}/{n}", "health": health} for d, p, n in devices],
-    }
+    """A containerStatuses[].allocatedResourcesStatus entry for a DRA claim (KEP-4680).
+
+    Named ``claim:<pod claim>/<request>``, or ``claim:<pod claim>`` when the container's claim entry names
+    no request (``request_name`` None); ``message`` (since 1.36) is kubelet's text for every device.
+    """
+    resources = []
+    for d, p, n in devices:
+        entry: Obj = {"resourceID": f"{d}/{p}/{n}", "health": health}
+        if message is not None:
+            entry["message"] = message
+        resources.append(entry)
+    name = f"claim:{pod_claim}/{request_name}" if request_name else f"claim:{pod_claim}"
+    return {"name": name, "resources": resources}
 
 
 def _claim_source(pod_claim: str, source: Mapping[str, str]) -> Obj:
@@ -1091,8 +1113,13 @@ def pod(
     ready_container: bool | None = None,
     uid: str | None = None,
     deletion_timestamp: datetime | None = None,
+    pod_group: str | None = None,
+    scheduling_gates: Sequence[str] = (),
+    grace_period: int = 30,
 ) -> Obj:
     """A Pod with one container using every pod-level claim.
+
+    ``pod_group`` makes it a member of that PodGroup (``spec.schedulingGroup``, a gang when the group says so).
 
     ``claims`` entries are ``(podClaimName, {"template": t})`` or ``(podClaimName, {"claim": c})``.
     ``claim_statuses=None`` fills ``status.resourceClaimStatuses`` for template claims the way
@@ -1104,7 +1131,7 @@ def pod(
         meta["ownerReferences"] = [owner_reference(owner, namespace)]
     if deletion_timestamp is not None:
         meta["deletionTimestamp"] = ts(deletion_timestamp)
-        meta["deletionGracePeriodSeconds"] = 30
+        meta["deletionGracePeriodSeconds"] = grace_period
 
     resources: Obj = {}
     if claims:
@@ -1122,6 +1149,10 @@ def pod(
     spec["serviceAccountName"] = "default"
     if node_name:
         spec["nodeName"] = node_name
+    if pod_group:
+        spec["schedulingGroup"] = {"podGroupName": pod_group}
+    if scheduling_gates:
+        spec["schedulingGates"] = [{"name": g} for g in scheduling_gates]
 
     status: Obj = {
         "phase": phase,
@@ -1172,6 +1203,162 @@ def pod(
     if statuses:
         status["resourceClaimStatuses"] = statuses
     return _finish({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status})
+
+
+# --- gangs (scheduling.k8s.io) and device taint rules ------------------------------------------------
+
+PODGROUP_SCHEDULED = "PodGroupInitiallyScheduled"
+
+
+def pod_group_claim_entry(name: str, template: str | None = None, claim_name: str | None = None) -> Obj:
+    """A PodGroup's ``spec.resourceClaims`` entry: a template its members share a claim from, or a claim."""
+    entry: Obj = {"name": name}
+    if template is not None:
+        entry["resourceClaimTemplateName"] = template
+    if claim_name is not None:
+        entry["resourceClaimName"] = claim_name
+    return entry
+
+
+def pod_group(
+    namespace: str,
+    name: str,
+    created: datetime,
+    min_count: int | None = None,
+    *,
+    claims: Sequence[Obj] = (),
+    claim_statuses: Mapping[str, str] | None = None,
+    conditions: Sequence[Obj] = (),
+    workload: tuple[str, str] | None = None,
+    incarnation: int | str = 0,
+    deletion_timestamp: datetime | None = None,
+    api_version: str = SCHEDULING_API,
+) -> Obj:
+    """A PodGroup: a gang of ``min_count`` (basic scheduling without one), its shared claims, its conditions.
+
+    ``claim_statuses``: pod group claim name → the generated ResourceClaim's name (``status.resourceClaimStatuses``);
+    ``workload``: (Workload name, template name) it was made from.
+    """
+    meta = _metadata("PodGroup", name, created, namespace, incarnation=incarnation)
+    if deletion_timestamp is not None:
+        meta["deletionTimestamp"] = ts(deletion_timestamp)
+    spec: Obj = {"schedulingPolicy": {"gang": {"minCount": min_count}} if min_count is not None else {"basic": {}}}
+    if workload is not None:
+        spec["workloadRef"] = {"workloadName": workload[0], "templateName": workload[1]}
+    if claims:
+        spec["resourceClaims"] = [dict(c) for c in claims]
+    status: Obj = {}
+    if conditions:
+        status["conditions"] = [dict(c) for c in conditions]
+    if claim_statuses:
+        status["resourceClaimStatuses"] = [{"name": k, "resourceClaimName": v} for k, v in claim_statuses.items()]
+    return _finish({"apiVersion": api_version, "kind": "PodGroup", "metadata": meta, "spec": spec, "status": status})
+
+
+def workload(
+    namespace: str,
+    name: str,
+    created: datetime,
+    templates: Sequence[tuple[str, int | None]],
+    controller: tuple[str, str] | None = None,
+) -> Obj:
+    """A Workload: its PodGroup templates ``(name, gang minCount or None)``; ``controller`` (kind, name)."""
+    spec: Obj = {
+        "podGroupTemplates": [
+            {"name": t, "schedulingPolicy": {"gang": {"minCount": n}} if n is not None else {"basic": {}}}
+            for t, n in templates
+        ]
+    }
+    if controller is not None:
+        spec["controllerRef"] = {"apiGroup": "batch", "kind": controller[0], "name": controller[1]}
+    meta = _metadata("Workload", name, created, namespace)
+    return _finish({"apiVersion": SCHEDULING_API, "kind": "Workload", "metadata": meta, "spec": spec})
+
+
+def pod_group_scheduled(at: datetime, status: bool, reason: str, message: str = "") -> Obj:
+    """The scheduler's ``PodGroupInitiallyScheduled`` condition on a PodGroup."""
+    return condition(PODGROUP_SCHEDULED, status, at, reason, message)
+
+
+def group_claim_name(group_name: str, pod_claim: str, group_uid: str) -> str:
+    """The name the resourceclaim controller generates for a PodGroup's template claim."""
+    return f"{group_name}-{pod_claim}-{name_suffix('podgroup', group_uid, pod_claim)}"
+
+
+def group_claim(template: Obj, group: Obj, pod_claim: str, created: datetime | None = None, **kwargs: Any) -> Obj:
+    """The claim the resourceclaim controller generates for a PodGroup from ``template``: owned by the group,
+    shared by its members (``reserved_for=[group]`` names the PodGroup as consumer)."""
+    gmeta = group["metadata"]
+    spec = template["spec"]["spec"]["devices"]
+    created = created or datetime.fromisoformat(gmeta["creationTimestamp"].replace("Z", "+00:00"))
+    reserved = [
+        group_consumer(r) if isinstance(r, dict) and r.get("kind") == "PodGroup" else r
+        for r in kwargs.pop("reserved_for", None) or ()
+    ]
+    out = claim(
+        gmeta["namespace"],
+        group_claim_name(gmeta["name"], pod_claim, gmeta["uid"]),
+        spec["requests"],
+        created,
+        reserved_for=reserved,
+        constraints=spec.get("constraints"),
+        config=spec.get("config"),
+        **kwargs,
+    )
+    meta = out["metadata"]
+    meta["ownerReferences"] = [owner_reference(group)]
+    meta["annotations"] = {POD_CLAIM_NAME_ANNOTATION: pod_claim}
+    meta["generateName"] = f"{gmeta['name']}-{pod_claim}-"
+    return _finish(out)
+
+
+def group_consumer(group: Obj) -> Obj:
+    """A claim's ``reservedFor`` entry naming a PodGroup."""
+    return {
+        "apiGroup": "scheduling.k8s.io",
+        "resource": "podgroups",
+        "name": group["metadata"]["name"],
+        "uid": group["metadata"]["uid"],
+    }
+
+
+def device_taint_rule(
+    name: str,
+    taint_obj: Obj,
+    created: datetime = DEFAULT_CREATED,
+    *,
+    driver: str | None = GPU_DRIVER,
+    pool: str | None = None,
+    device: str | None = None,
+    selector: bool = True,
+    conditions: Sequence[Obj] = (),
+    api_version: str = DRA_API,
+) -> Obj:
+    """A DeviceTaintRule (resource.k8s.io/v1, GA in 1.37): ``taint_obj`` on the devices its selector picks.
+
+    ``selector=False`` leaves ``spec.deviceSelector`` out: such a rule selects no device.
+    """
+    spec: Obj = {"taint": dict(taint_obj)}
+    if selector:
+        sel: Obj = {}
+        for key, value in (("driver", driver), ("pool", pool), ("device", device)):
+            if value is not None:
+                sel[key] = value
+        spec["deviceSelector"] = sel
+    out: Obj = {
+        "apiVersion": api_version,
+        "kind": "DeviceTaintRule",
+        "metadata": {**_metadata("DeviceTaintRule", name, created), "generation": 1},
+        "spec": spec,
+    }
+    if conditions:
+        out["status"] = {"conditions": [dict(c) for c in conditions]}
+    return _finish(out)
+
+
+def eviction_in_progress(at: datetime, status: bool, reason: str, message: str = "") -> Obj:
+    """A DeviceTaintRule's ``EvictionInProgress`` condition, as the eviction controller writes it."""
+    return {**condition("EvictionInProgress", status, at, reason, message), "observedGeneration": 1}
 
 
 # --- extended resources backed by DRA, binding conditions ------------------------------------------

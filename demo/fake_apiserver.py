@@ -36,7 +36,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -59,18 +59,31 @@ RESOURCE_API_VERSION = f"{RESOURCE_GROUP}/v1"
 class Resource:
     name: str  # plural, as in the URL
     kind: str
-    api_version: str  # "v1" or "resource.k8s.io/v1"
+    api_version: str  # the version served by default: "v1", "resource.k8s.io/v1", …
     namespaced: bool
+    # Other versions an object of the kind may be written in; a server may serve one of them instead.
+    other_versions: tuple[str, ...] = ()
 
     @property
     def group(self) -> str:
         return self.api_version.rpartition("/")[0]
 
     @property
+    def versions(self) -> tuple[str, ...]:
+        return (self.api_version, *self.other_versions)
+
+    def served_as(self, api_version: str) -> Resource:
+        """The same resource at another of its versions (``api_version`` one of ``versions``)."""
+        return self if api_version == self.api_version else replace(self, api_version=api_version, other_versions=())
+
+    @property
     def qualified(self) -> str:
         # how the real server names a resource in error messages
         return f"{self.name}.{self.group}" if self.group else self.name
 
+
+SCHEDULING_API_VERSION = "scheduling.k8s.io/v1beta1"
+SCHEDULING_ALPHA = "scheduling.k8s.io/v1alpha3"
 
 RESOURCES: tuple[Resource, ...] = (
     Resource("pods", "Pod", "v1", True),
@@ -81,9 +94,18 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("resourceslices", "ResourceSlice", RESOURCE_API_VERSION, False),
     Resource("resourceclaims", "ResourceClaim", RESOURCE_API_VERSION, True),
     Resource("resourceclaimtemplates", "ResourceClaimTemplate", RESOURCE_API_VERSION, True),
+    Resource(
+        "devicetaintrules",
+        "DeviceTaintRule",
+        RESOURCE_API_VERSION,
+        False,
+        (f"{RESOURCE_GROUP}/v1beta2", f"{RESOURCE_GROUP}/v1alpha3"),
+    ),
+    Resource("workloads", "Workload", SCHEDULING_API_VERSION, True, (SCHEDULING_ALPHA,)),
+    Resource("podgroups", "PodGroup", SCHEDULING_API_VERSION, True, (SCHEDULING_ALPHA,)),
 )
 BY_KIND = {r.kind: r for r in RESOURCES}
-BY_PATH = {(r.api_version, r.name): r for r in RESOURCES}
+
 
 EXPIRED_MESSAGE = (
     "The provided continue parameter is too old to display a consistent list result. "
@@ -170,9 +192,10 @@ def _resource_for(obj: Any) -> Resource | None:
     if res is None:
         return None
     # Strict on apiVersion: serving e.g. a v1beta1 ResourceSlice as v1 would
-    # hide shape differences the collector has to cope with.
+    # hide shape differences the collector has to cope with. Kinds whose versions
+    # share one shape (PodGroup v1alpha3 and v1beta1) are served at the server's version.
     api_version = obj.get("apiVersion")
-    if api_version is not None and api_version != res.api_version:
+    if api_version is not None and api_version not in res.versions:
         return None
     return res
 
@@ -644,8 +667,19 @@ class FakeApiServer:
         watch_list: bool = True,
         expired_watch: str = "event",
         clock: Callable[[], datetime] | None = None,
+        served: dict[str, str | None] | None = None,
     ):
+        """``served``: kind → the version this server serves it at instead of the default, or None
+        for a kind it does not serve at all (an older Kubernetes, a feature gate off)."""
         self.cluster = cluster
+        versions: dict[str, str | None] = {r.kind: r.api_version for r in RESOURCES}
+        for kind, version in (served or {}).items():
+            if kind not in versions or (version is not None and version not in BY_KIND[kind].versions):
+                raise ValueError(f"cannot serve {kind} at {version}")
+            versions[kind] = version
+        self.served: dict[tuple[str, str], Resource] = {
+            (version, BY_KIND[kind].name): BY_KIND[kind] for kind, version in versions.items() if version is not None
+        }
         self.host = host
         self.port = port
         self.token = token  # None disables auth
@@ -888,20 +922,23 @@ class FakeApiServer:
         if path == "/api":
             return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
         if path == "/apis":
-            gv = {"groupVersion": RESOURCE_API_VERSION, "version": "v1"}
-            return _json(
-                {
-                    "kind": "APIGroupList",
-                    "apiVersion": "v1",
-                    "groups": [{"name": RESOURCE_GROUP, "versions": [gv], "preferredVersion": gv}],
-                }
-            )
+            groups: dict[str, list[str]] = {}
+            for version, _plural in self.served:
+                if "/" in version:
+                    group, _, v = version.partition("/")
+                    if v not in groups.setdefault(group, []):
+                        groups[group].append(v)
+            listed = []
+            for group, group_versions in groups.items():
+                gvs = [{"groupVersion": f"{group}/{v}", "version": v} for v in group_versions]
+                listed.append({"name": group, "versions": gvs, "preferredVersion": gvs[0]})
+            return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": listed})
 
         parts = path.strip("/").split("/")
         if parts[:2] == ["api", "v1"]:
             api_version, rest = "v1", parts[2:]
-        elif parts[:3] == ["apis", RESOURCE_GROUP, "v1"]:
-            api_version, rest = RESOURCE_API_VERSION, parts[3:]
+        elif parts[0] == "apis" and len(parts) >= 3 and any(v == f"{parts[1]}/{parts[2]}" for v, _ in self.served):
+            api_version, rest = f"{parts[1]}/{parts[2]}", parts[3:]
         else:
             return _error(404)
 
@@ -911,9 +948,10 @@ class FakeApiServer:
         namespace: str | None = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
-        res = BY_PATH.get((api_version, rest[0]))
+        res = self.served.get((api_version, rest[0]))
         if res is None or len(rest) > 2 or (namespace is not None and not res.namespaced):
             return _error(404)
+        res = res.served_as(api_version)  # lists, watches and their items name the version asked for
 
         if len(rest) == 2:
             if res.namespaced and namespace is None:
@@ -941,8 +979,8 @@ class FakeApiServer:
                 "kind": r.kind,
                 "verbs": ["get", "list", "watch"],
             }
-            for r in RESOURCES
-            if r.api_version == api_version
+            for (version, _plural), r in self.served.items()
+            if version == api_version
         ]
         return _json(
             {
@@ -957,7 +995,7 @@ class FakeApiServer:
         _, _, index = self.cluster.snapshot()
         for entry in index[res.name]:
             if entry.namespace == namespace and entry.name == name:
-                return _json(entry.obj)
+                return _json({**entry.obj, "apiVersion": res.api_version})
         details = {"name": name, "group": res.group, "kind": res.name}
         return _error(404, f'{res.qualified} "{name}" not found', details)
 

@@ -36,7 +36,8 @@ inference/whisper-asr-0               healthy: ``nvidia.com/gpu: 1`` in its cont
                                       by the claim the scheduler created (A100 gpu-6).
 ====================================  =====================================================
 
-The shared workloads live in ``demo.story_sharing``.
+The shared workloads live in ``demo.story_sharing``; the gangs, the PodGroup-shared claim, the taint
+eviction and the unhealthy GPU (Kubernetes 1.37) in ``demo.story_gangs``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 from demo import builders as b
+from demo import story_gangs as gangs
 from demo import story_sharing as shared
 
 Obj = dict[str, Any]
@@ -125,6 +127,10 @@ DEMO_EXPECTATIONS: DemoExpectations = {
         _key(shared.WHOLE_H100): ("allocation", "devices-in-use"),
         _key(shared.SHARED_INFERENCE): (None, "ok"),
         _key(shared.EXTENDED_GPU): (None, "ok"),
+        **{_key(rank): (None, "ok") for rank in gangs.DDP_RANKS},
+        **{_key(worker): ("allocation", "gang-incomplete") for worker in gangs.ALLREDUCE_WORKERS},
+        _key(gangs.RERANKER): ("inventory", "device-taint-eviction"),
+        _key(gangs.VIT): ("runtime", "device-unhealthy"),
     },
     "incarnations": {
         _key(LLM_FINETUNE): 1,
@@ -139,6 +145,7 @@ DEMO_EXPECTATIONS: DemoExpectations = {
         _key(shared.WHOLE_H100): 1,
         _key(shared.SHARED_INFERENCE): 1,
         _key(shared.EXTENDED_GPU): 1,
+        **{_key(pod): 1 for pod in (*gangs.DDP_RANKS, *gangs.ALLREDUCE_WORKERS, gangs.RERANKER, gangs.VIT)},
     },
     "leaks": {_key(REPORT_CLAIM): "orphaned-allocation"},
     # One A100 held since base - 3h.
@@ -155,11 +162,17 @@ DEMO_EXPECTATIONS: DemoExpectations = {
         f"{shared.WHOLE_H100[0]}/{_gen_claim(shared.WHOLE_H100)}",
         f"{shared.SHARED_INFERENCE[0]}/{_gen_claim(shared.SHARED_INFERENCE)}",
         f"{shared.EXTENDED_GPU[0]}/{shared.extended_claim_name()}",
+        f"{gangs.DDP_GROUP[0]}/{gangs.ddp_claim_name()}",
+        f"{gangs.RERANKER[0]}/{_gen_claim(gangs.RERANKER)}",
+        f"{gangs.VIT[0]}/{_gen_claim(gangs.VIT)}",
+        *(f"{worker[0]}/{_gen_claim(worker)}" for worker in gangs.ALLREDUCE_WORKERS),
     ],
-    "warnings": [("admin-access-namespace", ADMIN_NAMESPACE)],
+    "warnings": [("admin-access-namespace", ADMIN_NAMESPACE), ("device-taint-rule", gangs.A100_1)],
     "stages": {
         0: {_key(NIGHTLY_REPORT): (None, "ok"), _key(JUPYTER): (None, "ok")},
         1: {_key(RESNET_SWEEP): ("allocation", "waiting-for-scheduler")},
+        2: {_key(gangs.VIT): (None, "ok"), _key(gangs.RERANKER): (None, "ok")},
+        3: {_key(gangs.VIT): ("runtime", "device-unhealthy"), _key(gangs.RERANKER): (None, "ok")},
     },
 }
 
@@ -198,6 +211,7 @@ def demo_stages(base: datetime) -> list[list[Obj]]:
         _recreated_notebook(st)
         _prioritized_sweep(st)
         shared.add_shared_workloads(st)
+        gangs.add_gang_workloads(st)
         stages.append(st.objects)
     return stages
 

@@ -60,6 +60,8 @@ class Stage(Protocol):
 
     def add(self, *objs: Obj) -> None: ...
 
+    def stage_at(self, i: int) -> datetime: ...
+
 
 def _running(
     st: Stage,

@@ -12,10 +12,12 @@ Only what a change can affect is re-derived (the rest of the rows stay valid):
 - the Pods whose documents name a claim that changed, and the Pods a changed claim
   names (its owner, its ``reservedFor`` consumers);
 - the Pods a changed Event is about (by UID or by Pod name), or whose claims it is about;
-- any change to claims, templates or the inventory (slices, classes, nodes, namespaces):
+- any change to claims, templates or the inventory (slices, taint rules, classes, nodes, namespaces):
   every Pod still waiting (live, unfinished, not ``ok``), since devices were freed or
   taken; inventory changes also re-derive every counted Pod (its devices' slice, node or
-  class may be what changed).
+  class may be what changed);
+- a change to a PodGroup or to a Pod of one: every live member of that group (a member's verdict
+  and its document's ``group`` read its siblings), and every Pod still waiting.
 
 A snapshot without changes derives nothing but the Pods whose verdicts move with time alone
 (``verdicts.depends_on_time``: a binding wait nearing its timeout). The first snapshot derived after one that
@@ -35,7 +37,7 @@ from typing import Any
 import orjson
 from django.db import transaction
 
-from collector.history_reader import StoredHistory, readable
+from collector.history_reader import StoredHistory, group_member_versions, live_containing, readable
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
@@ -60,9 +62,10 @@ from domain.allocator.matching import class_matches
 from domain.boundaries.judgement import is_terminal
 from domain.cluster.claim_summaries import consumers
 from domain.cluster.events import involved_of
+from domain.cluster.gangs import GroupKey, group_key, is_group_consumer
 from domain.cluster.state import ns_name, uid_of
 from domain.inventory.devices import Inventory
-from domain.reports.audit import audit
+from domain.reports.audit import FORCE_DELETED_CLAIM, FORCE_DELETED_TEXT, audit
 from domain.reports.leaks import leak_candidates
 from domain.reports.metrics import pod_counts
 from domain.reports.overview import devices_by_model
@@ -72,7 +75,7 @@ log = logging.getLogger("claimline.derived")
 
 USABLE = (Snapshot.Status.OK, Snapshot.Status.PARTIAL)
 # Kinds whose change can only concern the Pods that name them; any other kind is inventory.
-_POD_SCOPED = frozenset({"Pod", "Event", "ResourceClaim", "ResourceClaimTemplate"})
+_POD_SCOPED = frozenset({"Pod", "Event", "ResourceClaim", "ResourceClaimTemplate", "PodGroup", "Workload"})
 BATCH = 2000
 
 
@@ -133,7 +136,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
                 pods = affected_pods(snapshot, involved) if snapshot.changed else set()
                 pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
             written = _write(snapshot, history, pods, full)
-            if full or changed_kinds - {"Event"}:
+            if full or changed_kinds - {"Event"} or _events_move_audit(snapshot):
                 written += _write_audit(snapshot, history)
             if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
                 written += _write_device_counts(snapshot, history)
@@ -186,10 +189,19 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
     claims: dict[str, set[str]] = {}  # namespace → claim UIDs
     events: list[tuple[str, str, bool]] = []
     waiting = inventory = False
-    changes = ObjectVersion.objects.filter(snapshot=snapshot).values_list("kind", "uid", "namespace", "content")
-    for kind, uid, namespace, content in changes.iterator(BATCH):
+    groups: set[GroupKey] = set()
+    changes = ObjectVersion.objects.filter(snapshot=snapshot).values_list(
+        "kind", "uid", "namespace", "name", "content"
+    )
+    for kind, uid, namespace, name, content in changes.iterator(BATCH):
         if kind == "Pod":
             pods.add(uid)
+            groups.update(_group_of_pod(cluster_id, uid, content))
+        elif kind == "PodGroup":
+            waiting = True
+            groups.add((namespace, name))
+        elif kind == "Workload":
+            continue  # no verdict reads it
         elif kind == "Event":
             if uid not in involved:
                 events.append((uid, namespace, not content))
@@ -215,6 +227,9 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
                     cluster_id=cluster_id, kind="Pod", namespace=namespace, name=str(about.get("name") or "")
                 ).values_list("uid", flat=True)
             )
+    if groups:
+        waiting = True
+        pods.update(_group_members(cluster_id, groups))
     open_rows = _open(cluster_id)
     if waiting:
         pods.update(open_rows.filter(waiting=True).values_list("pod_uid", flat=True))
@@ -228,6 +243,31 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
             if uids.intersection(named.split()):
                 pods.add(pod_uid)
     return pods - _deleted_before(cluster_id, snapshot.at, pods)
+
+
+def _group_of_pod(cluster_id: int, uid: str, content: str) -> Iterable[GroupKey]:
+    """The group a changed Pod belongs to (a deleted one's, from its last stored content)."""
+    if not content:
+        content = (
+            ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Pod", uid=uid)
+            .exclude(content="")
+            .order_by("-valid_from")
+            .values_list("content", flat=True)
+            .first()
+            or ""
+        )
+    if '"schedulingGroup"' not in content:
+        return ()
+    key = group_key(orjson.loads(content))
+    return (key,) if key is not None else ()
+
+
+def _group_members(cluster_id: int, groups: set[GroupKey]) -> set[str]:
+    """The live Pods of these groups, found by the group name in their stored content."""
+    found: set[str] = set()
+    for namespace, name in sorted(groups):
+        found.update(group_member_versions(cluster_id, namespace, name).values_list("uid", flat=True))
+    return found
 
 
 def _deleted_before(cluster_id: int, at: datetime, pods: set[str]) -> set[str]:
@@ -353,9 +393,23 @@ def _follow(model: _ClusterRow, snapshot: Snapshot, **fields: Any) -> int:
     return 1
 
 
+def _events_move_audit(snapshot: Snapshot) -> bool:
+    """Whether the snapshot's Events can change the audit: its force-deleted-claim warnings read kubelet's
+    "previous pod force-deleted" failures, which appear as Events and go when those expire."""
+    events = ObjectVersion.objects.filter(snapshot=snapshot, kind="Event")
+    if events.filter(content__contains=FORCE_DELETED_TEXT).exists():
+        return True
+    if not events.filter(deleted=True).exists():
+        return False
+    head = AuditReport.objects.filter(cluster_id=snapshot.cluster_id, valid_to__isnull=True).first()
+    return head is not None and FORCE_DELETED_CLAIM in head.warnings
+
+
 def _write_audit(snapshot: Snapshot, history: SnapshotHistory) -> int:
     """The audit as of the snapshot, when it differs from the one before; how many rows were written."""
-    return _write_document(AuditReport, snapshot, "warnings", audit(history)["warnings"])
+    # Only the Events that can be kubelet's "previous pod force-deleted" failures are decoded.
+    events = live_containing(snapshot.cluster, snapshot.at, "Event", FORCE_DELETED_TEXT)
+    return _write_document(AuditReport, snapshot, "warnings", audit(history, events)["warnings"])
 
 
 def _write_device_counts(snapshot: Snapshot, history: SnapshotHistory) -> int:
@@ -388,14 +442,16 @@ def _write_leak_candidates(snapshot: Snapshot, history: SnapshotHistory, full: b
     if before is None:
         now = leak_candidates(history)
     else:
-        changed = ObjectVersion.objects.filter(snapshot=snapshot, kind__in=("ResourceClaim", "Pod"))
+        changed = ObjectVersion.objects.filter(snapshot=snapshot, kind__in=("ResourceClaim", "Pod", "PodGroup"))
         claims = set(changed.filter(kind="ResourceClaim").values_list("uid", flat=True))
         pods = set(changed.filter(kind="Pod").values_list("uid", flat=True))
-        if pods:  # a claim's conditions read the Pods its reservedFor names
+        groups_changed = changed.filter(kind="PodGroup").exists()
+        if pods or groups_changed:
+            # A claim's conditions read the Pods its reservedFor names, and a PodGroup's members.
             claims.update(
                 uid_of(claim)
                 for claim in history.state.of_kind("ResourceClaim")
-                if any(str(c.get("uid")) in pods for c in consumers(claim))
+                if any(str(c.get("uid")) in pods or is_group_consumer(c) for c in consumers(claim))
             )
         recheck = before | claims
         history.prefetch("ResourceClaim", recheck)

@@ -21,6 +21,7 @@ from derived.reading import waiting_verdicts
 from derived.thresholds import leak_thresholds
 from domain.reports.notices import (
     COLLECTION_FAILING,
+    DEVICE_HEALTH,
     LEAK,
     NODE_PREPARATION,
     PENDING_POD,
@@ -51,7 +52,7 @@ def link_for(cluster: str, subject: Subject) -> str:
     ref = subject.ref
     if subject.kind == LEAK:
         path = reverse("claim", kwargs={"cluster": cluster, "uid": ref["claim"]})
-    elif subject.kind == PENDING_POD:
+    elif subject.kind in (PENDING_POD, DEVICE_HEALTH):
         path = reverse("pod", kwargs={"cluster": cluster, "namespace": ref["namespace"], "name": ref["pod_name"]})
         path += f"?uid={ref['pod']}"
     elif subject.kind == NODE_PREPARATION:

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from demo import builders as b
+from demo import story_gangs as gangs
 from demo.story import (
     DEMO_BASE,
     DEMO_EXPECTATIONS,
@@ -22,7 +23,7 @@ from demo.story import (
 from demo.synthetic import generation_time, synthetic_cluster, synthetic_list_bytes
 
 T = DEMO_BASE
-NAMESPACED = {"Pod", "Event", "ResourceClaim", "ResourceClaimTemplate"}
+NAMESPACED = {"Pod", "Event", "ResourceClaim", "ResourceClaimTemplate", "PodGroup", "Workload"}
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
@@ -237,6 +238,8 @@ def test_demo_references_resolve(stages: list[list[dict[str, Any]]]) -> None:
             for d in s["spec"].get("devices", ())  # a slice listing counter sets lists no devices
         }
         pod_uids = {p["metadata"]["uid"] for p in pods.values()}
+        groups = _by_kind(objects, "PodGroup")
+        group_uids = {g["metadata"]["uid"] for g in groups.values()}
         for key, p in pods.items():
             ns = p["metadata"]["namespace"]
             generated = {s["name"]: s["resourceClaimName"] for s in p["status"].get("resourceClaimStatuses", [])}
@@ -250,7 +253,14 @@ def test_demo_references_resolve(stages: list[list[dict[str, Any]]]) -> None:
                     continue
                 c = claims[f"{ns}/{name}"]
                 if "allocation" in c["status"]:
-                    assert p["metadata"]["uid"] in [r["uid"] for r in c["status"].get("reservedFor", [])], key
+                    reserved = c["status"].get("reservedFor", [])
+                    group = (p["spec"].get("schedulingGroup") or {}).get("podGroupName")
+                    # A PodGroup's shared claim is reserved for the group, which its members name.
+                    assert p["metadata"]["uid"] in [r["uid"] for r in reserved] or any(
+                        r.get("resource") == "podgroups" and r["name"] == group for r in reserved
+                    ), key
+            if "schedulingGroup" in p["spec"]:
+                assert f"{ns}/{p['spec']['schedulingGroup']['podGroupName']}" in groups, key
         held: Counter[tuple[str, str, str]] = Counter()
         for key, c in claims.items():
             for r in c["spec"]["devices"]["requests"]:
@@ -262,10 +272,10 @@ def test_demo_references_resolve(stages: list[list[dict[str, Any]]]) -> None:
                 held[dev] += 1
             owners = c["metadata"].get("ownerReferences", [])
             if owners:
-                assert owners[0]["uid"] in pod_uids, key
+                assert owners[0]["uid"] in pod_uids | group_uids, key
             for consumer in c["status"].get("reservedFor", []):
                 # The retained claim is the one whose consumer is allowed to be gone.
-                assert consumer["uid"] in pod_uids or key in DEMO_EXPECTATIONS["leaks"], key
+                assert consumer["uid"] in pod_uids | group_uids or key in DEMO_EXPECTATIONS["leaks"], key
         assert not [d for d, n in held.items() if n > 1]
 
 
@@ -274,7 +284,7 @@ def test_demo_expectations_match_the_story(stages: list[list[dict[str, Any]]]) -
     pods, claims = _by_kind(last, "Pod"), _by_kind(last, "ResourceClaim")
     assert set(DEMO_EXPECTATIONS["pods"]) <= set(pods)
     boundaries = {boundary for boundary, _ in DEMO_EXPECTATIONS["pods"].values()}
-    assert boundaries == {None, "allocation", "preparation", "runtime"}
+    assert boundaries == {None, "inventory", "allocation", "preparation", "runtime"}
     for key, count in DEMO_EXPECTATIONS["incarnations"].items():
         uids = {o["metadata"]["uid"] for objs in stages for o in objs if o["kind"] == "Pod" and _key(o) == key}
         assert len(uids) == count, key
@@ -289,9 +299,13 @@ def test_demo_expectations_match_the_story(stages: list[list[dict[str, Any]]]) -
         devices = len(c["status"]["allocation"]["devices"]["results"])
         assert devices * held / timedelta(hours=1) == pytest.approx(DEMO_EXPECTATIONS["leak_device_hours"][key])
     namespaces = _by_kind(last, "Namespace")
+    rules = _by_kind(last, "DeviceTaintRule")
     for kind, subject in DEMO_EXPECTATIONS["warnings"]:
-        assert kind == "admin-access-namespace"
-        assert namespaces[subject]["metadata"]["labels"][b.ADMIN_ACCESS_LABEL] == "true"
+        assert kind in ("admin-access-namespace", "device-taint-rule")
+        if kind == "admin-access-namespace":
+            assert namespaces[subject]["metadata"]["labels"][b.ADMIN_ACCESS_LABEL] == "true"
+        else:
+            assert any(r["spec"]["deviceSelector"]["pool"] == subject for r in rules.values())
     for i, expected in DEMO_EXPECTATIONS["stages"].items():
         assert set(expected) <= set(_by_kind(stages[i], "Pod"))
 
@@ -341,6 +355,22 @@ def test_demo_evidence_is_there(stages: list[list[dict[str, Any]]]) -> None:
         if r["pool"] == "worker-h100-0"
     }
     assert 0 < len(h100_held) < 8
+
+    # 1.37: the gang short of members, the PodGroup-shared claim, the taint eviction, the unhealthy GPU.
+    gang = _by_kind(last, "PodGroup")["ml-training/allreduce"]
+    members = [p for p in pods.values() if p["spec"].get("schedulingGroup") == {"podGroupName": "allreduce"}]
+    assert 0 < len(members) < gang["spec"]["schedulingPolicy"]["gang"]["minCount"]
+    shared = _by_kind(last, "ResourceClaim")["research/" + gangs.ddp_claim_name()]
+    assert [(r["resource"], r["name"]) for r in shared["status"]["reservedFor"]] == [("podgroups", "ddp-ranks")]
+    evicted = pods[by_reason["device-taint-eviction"]]
+    assert {c["type"]: c.get("reason") for c in evicted["status"]["conditions"]}["DisruptionTarget"] == (
+        "DeletionByDeviceTaintManager"
+    )
+    (rule,) = _by_kind(last, "DeviceTaintRule").values()
+    assert rule["spec"]["taint"]["effect"] == "NoExecute"
+    assert rule["spec"]["deviceSelector"]["device"] == gangs.RERANKER_DEVICE
+    sick = pods[by_reason["device-unhealthy"]]["status"]["containerStatuses"][0]["allocatedResourcesStatus"]
+    assert sick[0]["resources"][0]["health"] == "Unhealthy" and sick[0]["resources"][0]["message"]
 
 
 def test_demo_unchanged_objects_stay_identical(stages: list[list[dict[str, Any]]]) -> None:

@@ -173,7 +173,7 @@ def test_unhealthy_device_of_the_scheduler_created_claim_fails_runtime(
     p["status"]["containerStatuses"][0]["allocatedResourcesStatus"] = [health]
     doc = explain(tmp_path, [*base(gpus=2), p, c], "trainer-0", capsys)
     verdict = doc["verdict"]
-    assert (verdict["boundary"], verdict["reason"]) == ("runtime", "runtime-injection-failed"), verdict
+    assert (verdict["boundary"], verdict["reason"]) == ("runtime", "device-unhealthy"), verdict
     assert f"gpu.nvidia.com/{NODE}/gpu-1 of claim {name} Unhealthy" in verdict["message"]
 
 

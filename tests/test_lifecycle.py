@@ -208,7 +208,7 @@ def test_runtime_failed_when_kubelet_reports_the_device_unhealthy() -> None:
     pod, claim = running(created, allocated_resources_status=[health])
     (lc,) = lifecycles_at([(T0, [*platform(), pod, claim])], pod)
     rt = lc.boundaries["runtime"]
-    assert rt.state == FAILED and rt.reason == "runtime-injection-failed"
+    assert rt.state == FAILED and rt.reason == "device-unhealthy"
     assert "gpu.nvidia.com/worker-0/gpu-1" in (rt.message or "") and "Unhealthy" in (rt.message or "")
 
 

@@ -70,7 +70,10 @@ def test_flagged_claims_warnings_and_series(history: MemoryHistory) -> None:
     assert doc["flagged"]["claims"] == 1 and doc["flagged"]["devices"] == 1
     assert (doc["flagged"]["device_hours"], doc["flagged"]["leaked_device_hours"]) == (held, leaked) == (3.0, 0.3)
     assert [(r["reason"], r["claims"]) for r in doc["flagged"]["by_reason"]] == [("orphaned-allocation", 1)]
-    assert doc["warnings"] == {"total": 1, "by_kind": [{"kind": "admin-access-namespace", "count": 1}]}
+    assert doc["warnings"] == {
+        "total": 2,
+        "by_kind": [{"kind": "admin-access-namespace", "count": 1}, {"kind": "device-taint-rule", "count": 1}],
+    }
     last = doc["series"][-1]
     assert last["advertised"] == doc["inventory"]["advertised"]
     assert last["allocated"] == doc["inventory"]["allocated"]
@@ -82,7 +85,8 @@ def test_a_team_member_sees_cluster_inventory_but_only_their_pods_claims_and_war
     assert _models(doc) == devices_by_model()
     assert _pods(doc) == stuck_pods({TEAM})
     assert doc["flagged"]["claims"] == 0 and doc["flagged"]["top"] == []
-    assert doc["warnings"]["total"] == 0
+    # The gpu-ops namespace's warning is another team's; a node's taint rule is inventory, seen by all.
+    assert doc["warnings"] == {"total": 1, "by_kind": [{"kind": "device-taint-rule", "count": 1}]}
     # pretrain waits for H100s held by inference's llama-serve: the verdict stays, the other team's claim does not.
     assert "inference/" not in str(doc["pods"]) and "another namespace" in str(doc["pods"])
 

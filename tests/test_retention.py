@@ -153,6 +153,25 @@ def test_a_leaked_claims_gone_consumer_keeps_its_last_state(demo_history: dateti
     assert not pod.exists()
 
 
+def test_a_leaked_claims_gone_podgroup_keeps_its_last_state(tmp_path: Path) -> None:
+    from tests import test_gangs as gangs
+    from tests.snapshot_cli import AT, import_objects
+
+    pg, claim = gangs.shared_group()
+    import_objects(tmp_path, gangs.platform(gangs.SHARED, pg, claim, gangs.rank(0, claim)), AT - 2 * timedelta(hours=1))
+    # PodGroups stay listed (another one), so the dump records the group's deletion.
+    later = gangs.platform(gangs.SHARED, claim, gangs.rank(0, claim), b.pod_group(gangs.NS, "other", gangs.CREATED, 1))
+    import_objects(tmp_path, later, AT - timedelta(hours=1))
+    import_objects(tmp_path, later, AT)
+    group = ObjectVersion.objects.filter(kind="PodGroup", name="ranks")
+    prune_cluster(Cluster.objects.get(name="demo"), AT - timedelta(minutes=30))
+    # The claim still names the group in reservedFor: its last state and its deletion stay for the leak report.
+    assert [v.deleted for v in group.order_by("valid_from")] == [False, True]
+    ObjectVersion.objects.filter(kind="ResourceClaim").delete()
+    prune_cluster(Cluster.objects.get(name="demo"), AT - timedelta(minutes=30))
+    assert not group.exists()
+
+
 def test_the_snapshot_a_query_at_the_cutoff_resolves_to_is_kept(tmp_path: Path) -> None:
     objects = small_cluster()
     import_stage(tmp_path, objects, T0)

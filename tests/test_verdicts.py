@@ -394,11 +394,11 @@ def test_runtime_injection_failed_when_the_container_sees_another_gpu() -> None:
     assert verdict(objects, "train", observed_uuids={"main": right})["reason"] == "ok"
 
 
-def test_runtime_injection_failed_on_unhealthy_device() -> None:
+def test_device_unhealthy_on_unhealthy_device() -> None:
     health = b.resource_health("gpu", "gpu", [(b.GPU_DRIVER, "worker-0", "gpu-1")], health="Unhealthy")
     pod, claim = running_pod("train", "worker-0", "gpu-1", T0 - 60 * M, allocated_resources_status=[health])
     v = verdict(platform(b.claim_template(NS, "one-gpu", [b.request()]), pod, claim), "train")
-    assert (v["boundary"], v["reason"]) == ("runtime", "runtime-injection-failed")
+    assert (v["boundary"], v["reason"]) == ("runtime", "device-unhealthy")
 
 
 # --- ok --------------------------------------------------------------------------------------------

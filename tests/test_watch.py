@@ -80,7 +80,7 @@ def test_the_first_batch_stores_what_a_collection_stores(server: FakeApiServer, 
     paths = {rt.list_path for rt in RESOURCE_TYPES}
     assert [p for _m, p, q in server.requests if p in paths and q.get("watch") != "1"] == []
     watches = [q for _m, p, q in server.requests if p in paths]
-    assert len(watches) == 8 and {q.get("sendInitialEvents") for q in watches} == {"true"}
+    assert len(watches) == len(RESOURCE_TYPES) and {q.get("sendInitialEvents") for q in watches} == {"true"}
     poll(server, tmp_path, T0)
     assert versions("watched") == versions("polled")
     assert snapshot.objects_seen == Snapshot.objects.get(cluster__name="polled").objects_seen
@@ -160,7 +160,7 @@ def test_410_after_a_drop_lists_again_and_records_deletions_at_the_relist(
     assert {v.name for v in gone} >= {"train-2", "train-2-gpu"}
     assert {v.valid_from for v in gone} == {T0 + timedelta(minutes=5)}  # never earlier than the relist
     initial = [q for _m, _p, q in server.requests if q.get("sendInitialEvents") == "true"]
-    assert len(initial) == 2 * 8  # each kind listed twice: at the start and after its 410
+    assert len(initial) == 2 * len(RESOURCE_TYPES)  # each kind listed twice: at the start and after its 410
     assert not watcher.failing
 
 
@@ -174,7 +174,7 @@ def test_a_dropped_watch_resumes_where_it_was_without_listing(server: FakeApiSer
         snapshot = watcher.flush()
     assert snapshot is not None and (snapshot.versions_written, snapshot.deletions) == (3, 3)
     initial = [q for _m, _p, q in server.requests if q.get("sendInitialEvents") == "true"]
-    assert len(initial) == 8
+    assert len(initial) == len(RESOURCE_TYPES)
     resumed = [q for _m, _p, q in server.requests if q.get("watch") == "1" and q.get("resourceVersion")]
     assert resumed and all(int(q["resourceVersion"]) > 1 for q in resumed)
 

@@ -49,6 +49,7 @@ from domain.cluster.asks import tolerates as tolerates
 from domain.cluster.state import ClusterState, Object, ns_name, uid_of
 from domain.inventory.devices import (
     BLOCKING_EFFECTS,
+    RULE_KEY,
     AdvertisedDevice,
     DeviceId,
     Inventory,
@@ -448,7 +449,7 @@ class Simulation:
         )
 
     def _tainted(self, subject: str, failing: AskOnNode) -> str:
-        taints = Counter(taint_label(t) for ts in failing.tainted.values() for t in ts)
+        taints = Counter(taint_named(t) for ts in failing.tainted.values() for t in ts)
         named = ", ".join(f"{name} ({n})" for name, n in sorted(taints.items(), key=lambda kv: (-kv[1], kv[0])))
         free = len(failing.matching) - len(failing.held)
         return (
@@ -476,6 +477,12 @@ def _conflict_message(subject: str, failing: AskOnNode, conflict: Conflict) -> s
         return f"{head}, but no {failing.needed} of them were found to go together within {BUDGET} tries"
     what = f"counter set {', '.join(sets)}" if sets else f"the capacity of {', '.join(shared[:4])}"
     return f"{head}, but no {failing.needed} of them fit {what} together"
+
+
+def taint_named(taint: Mapping[str, Any]) -> str:
+    """``key=value:Effect``, and the DeviceTaintRule it came from (a slice's own taint names none)."""
+    rule = taint.get(RULE_KEY)
+    return f"{taint_label(taint)} (DeviceTaintRule {rule})" if rule else taint_label(taint)
 
 
 def _claim_label(claim: Object) -> str:
@@ -520,7 +527,7 @@ def _outcome_entry(
     elif device.id in on_node.short:
         entry.update(outcome="short", unavailable=on_node.short[device.id].sentence())
     elif device.id in on_node.tainted:
-        entry.update(outcome="tainted", taints=[taint_label(t) for t in on_node.tainted[device.id]])
+        entry.update(outcome="tainted", taints=[taint_named(t) for t in on_node.tainted[device.id]])
     elif device.pool_refusal is not None and any((p.driver, p.name) == device.id[:2] for p in on_node.refused_pools):
         entry.update(outcome="pool-refused", why=device.pool_refusal)
     elif not any(d.id == device.id for d in on_node.matching):

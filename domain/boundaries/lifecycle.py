@@ -27,6 +27,7 @@ from domain.allocator.matching import (
 from domain.allocator.shared_simulations import simulate_pod
 from domain.boundaries.binding import PENDING_EVENT as BINDING_PENDING_EVENT
 from domain.boundaries.binding import binding_wait, is_binding_failure
+from domain.boundaries.gang import Gang, judge_gang
 from domain.boundaries.judgement import (
     FAILED,
     OK,
@@ -51,17 +52,25 @@ from domain.boundaries.judgement import (
 from domain.boundaries.preparation import preparation_boundary
 from domain.boundaries.runtime import runtime_boundary
 from domain.cluster import extended_resources as ext
+from domain.cluster.asks import taint_label
+from domain.cluster.gangs import reserved_for_group
 from domain.cluster.pod_claims import PodClaim, resolve_pod_claims
 from domain.cluster.state import HistoryView, Object, meta, ns_name, uid_of
 from domain.cluster.state import status_of as _status
 from domain.cluster.timefmt import earliest, rfc3339
 from domain.inventory.devices import (
+    RULE_KEY,
+    AdvertisedDevice,
     Inventory,
     allocated_devices,
     allocation,
     allocation_node,
     allocations_nodes,
+    evicting_taints,
     is_allocated,
+    rule_evidence,
+    taint_evidence,
+    taint_source,
 )
 
 _MAX_DEVICE_EVIDENCE = 64
@@ -76,6 +85,7 @@ class PodLifecycle:
 
     claims: list[ClaimLifecycle]
     events: list[Object]
+    group: Gang | None = None  # the Pod's PodGroup, when it names one
 
 
 def pod_lifecycle(
@@ -109,11 +119,12 @@ def pod_lifecycle(
     for lc in lifecycles:
         if lc.pod_claim.extended is not None and lc.pod_claim.extended.planned:
             _explain_planned(lc)
+    group = judge_gang(ctx, lifecycles)
     for lc in lifecycles:
         if lc.pod_claim.claim is not None and is_allocated(lc.pod_claim.claim):
             lc.boundaries["preparation"] = preparation_boundary(ctx, lc)
             lc.boundaries["runtime"] = runtime_boundary(ctx, lc)
-    return PodLifecycle(lifecycles, ctx.events)
+    return PodLifecycle(lifecycles, ctx.events, group)
 
 
 def claim_lifecycles(
@@ -204,7 +215,9 @@ def _allocation_evidence(ctx: PodContext, lc: ClaimLifecycle) -> list[dict[str, 
 
 def _inventory_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     # The scheduler only allocates advertised devices, so the allocation itself proves the
-    # inventory held; whether the devices are still advertised now is shown, not judged.
+    # inventory held; whether the devices are still advertised now is shown, not judged. What
+    # fails it is a device taken away from under the Pod: a NoExecute taint the claim does not
+    # tolerate, on which the device taint eviction controller evicts the Pod.
     evidence = []
     created = []
     for d in lc.devices:
@@ -214,9 +227,66 @@ def _inventory_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
                 {"kind": "Device", "driver": d.driver, "pool": d.pool, "device": d.device, "advertised": False}
             )
         else:
-            evidence.append({**describe_device(advertised), "advertised": True})
+            entry = {**describe_device(advertised), "advertised": True}
+            if advertised.taints:
+                entry["taints"] = [taint_evidence(advertised, t) for t in advertised.taints]
+            evidence.append(entry)
             created.append(advertised.slice_created)
-    return Boundary(OK, since=earliest(created), evidence=evidence)
+    evicting = evicting_taints(ctx.inventory, lc.pod_claim.claim, lc.devices)
+    evidence += _rule_evidence(ctx, evicting)
+    eviction = _eviction_evidence(ctx) if evicting else None
+    if eviction is None:
+        return Boundary(OK, since=earliest(created), evidence=evidence)
+    since, how, seen = eviction
+    device, taint, seconds = evicting[0]
+    tolerated = f"tolerates for only {seconds}s" if seconds is not None else "does not tolerate"
+    more = f" ({len(evicting) - 1} more tainted likewise)" if len(evicting) > 1 else ""
+    return Boundary(
+        FAILED,
+        since=since,
+        evidence=evidence + seen,
+        reason="device-taint-eviction",
+        message=(
+            f"device {device.label} of claim {lc.name} carries taint {taint_label(taint)} from "
+            f"{taint_source(device, taint)}, which the claim {tolerated}{more}, "
+            f"and the device taint eviction controller is evicting the Pod ({how})"
+        ),
+    )
+
+
+EVICTION_REASON = "DeletionByDeviceTaintManager"  # the Pod's DisruptionTarget condition
+EVICTION_EVENT = "DeviceTaintManagerEviction"  # "Marking for deletion", or "Cancelling deletion"
+
+
+def _eviction_evidence(ctx: PodContext) -> tuple[str | None, str, list[dict[str, Any]]] | None:
+    """(since, how it shows, evidence) when the device taint eviction controller is evicting the Pod."""
+    events = ctx.events_with((EVICTION_EVENT,))
+    cond = pod_condition(ctx.pod, "DisruptionTarget")
+    if cond is not None and cond.get("status") == "True" and cond.get("reason") == EVICTION_REASON:
+        since = cond.get("lastTransitionTime")
+        seen = [condition_evidence(cond), *(event_evidence(e) for e in events)]
+        return since, f"DisruptionTarget {EVICTION_REASON} since {short_time(since)}", seen
+    latest = max(events, key=lambda e: time_key(event_last(e)), default=None)
+    if latest is None or "cancel" in str(latest.get("message") or "").lower():
+        return None
+    said = quote(latest.get("message"))
+    return (
+        event_first(latest),
+        f'{EVICTION_EVENT} "{said}" at {short_time(event_last(latest))}',
+        [event_evidence(e) for e in events],
+    )
+
+
+def _rule_evidence(
+    ctx: PodContext, evicting: list[tuple[AdvertisedDevice, Mapping[str, Any], int | None]]
+) -> list[dict[str, Any]]:
+    """The DeviceTaintRules behind evicting taints, with their EvictionInProgress condition."""
+    out = []
+    for name in sorted({str(t[RULE_KEY]) for _d, t, _s in evicting if t.get(RULE_KEY)}):
+        rule = ctx.inventory.state.find("DeviceTaintRule", "", name)
+        if rule is not None:
+            out.append(rule_evidence(rule))
+    return out
 
 
 def reserved_for(claim: Object) -> list[dict[str, Any]]:
@@ -264,8 +334,12 @@ def _allocation_of_allocated(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
             wait.state, since=wait.since or since, evidence=evidence, reason=wait.reason, message=wait.message
         )
     pod_uid = uid_of(ctx.pod)
-    if any(c.get("uid") == pod_uid for c in reserved) or ctx.node_name or ctx.settled:
+    mine = any(c.get("uid") == pod_uid for c in reserved) or reserved_for_group(reserved, ctx.pod)
+    if mine or ctx.node_name or ctx.settled:
         return Boundary(OK, since=since, evidence=evidence)
+    deleting = _being_deleted(ctx, lc)
+    if deleting is not None:
+        return deleting
     where = ", ".join(d.device for d in lc.devices) + (f" on {lc.node}" if lc.node else "")
     said = f": {quote(scheduled.get('message'))}" if scheduled and scheduled.get("message") else ""
     return Boundary(
@@ -296,11 +370,47 @@ def _judge_unallocated(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> Non
     for lc in pending:
         claim = lc.pod_claim.claim
         assert claim is not None
+        deleting = _being_deleted(ctx, lc)
+        if deleting is not None:
+            lc.boundaries["allocation"] = deleting
+            continue
         problem = _class_problem(ctx, lc) or _inventory_problem(ctx, lc) or _bypass_problem(ctx, lc)
         if problem is None:
             to_simulate.append(lc)
     if to_simulate:
         _simulate_allocation(ctx, lifecycles, to_simulate)
+
+
+def _being_deleted(ctx: PodContext, lc: ClaimLifecycle) -> Boundary | None:
+    """A claim being deleted is not allocated or reserved for a Pod any more (the scheduler answers
+    ``resourceclaim "…" is being deleted``): for a Pod not placed yet, it is as good as missing."""
+    claim = lc.pod_claim.claim
+    assert claim is not None
+    deleted_at = meta(claim).get("deletionTimestamp")
+    if not deleted_at or ctx.node_name or ctx.settled:
+        return None
+    finalizers = ", ".join(str(f) for f in meta(claim).get("finalizers") or ())
+    held = f" and finalizers ({finalizers}) keep it" if finalizers else ""
+    users = [c for c in reserved_for(claim) if c.get("uid") != uid_of(ctx.pod)]
+    reserved = ""
+    if users:
+        named = ", ".join(f"{c.get('resource') or 'pods'} {c.get('name')}" for c in users)
+        reserved = f"; it is still reserved for {named}"
+    namespace, name = ns_name(claim)
+    return Boundary(
+        FAILED,
+        since=str(deleted_at),
+        evidence=[
+            _pod_claim_evidence(ctx.pod, lc.pod_claim),
+            {"kind": "ResourceClaim", "name": name, "deletionTimestamp": deleted_at, "finalizers": finalizers},
+            *_scheduler_evidence(ctx),
+        ],
+        reason="claim-missing",
+        message=(
+            f"the Pod references ResourceClaim {namespace}/{name}, which is being deleted (since {deleted_at}"
+            f"{held}): the scheduler will not allocate or reserve it for a new Pod{reserved}"
+        ),
+    )
 
 
 def _explain_planned(lc: ClaimLifecycle) -> None:

@@ -32,9 +32,10 @@ from domain.boundaries.judgement import (
     short_time,
     time_key,
 )
-from domain.cluster.state import Object, meta
+from domain.cluster.pod_claims import last_known
+from domain.cluster.state import Object, meta, ns_name, uid_of
 from domain.cluster.state import status_of as _status
-from domain.cluster.timefmt import earliest
+from domain.cluster.timefmt import earliest, rfc3339
 
 
 def device_conditions(claim: Object) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -101,6 +102,30 @@ def preparation_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     )
 
 
+# kubelet still holds a claim of that name prepared under another UID: its Pod went without kubelet
+# unpreparing it (a force deletion), and the claim was recreated for the Pod's next incarnation.
+FORCE_DELETED = re.compile(r"old ResourceClaim with same name (\S+) and different UID (\S+) still exists")
+
+
+def _force_deleted(ctx: PodContext, node: str, text: str) -> str:
+    """What kubelet's "previous pod force-deleted" failure means, with the incarnation that went before."""
+    found = FORCE_DELETED.search(text)
+    if found is None:
+        return ""
+    namespace, name = ns_name(ctx.pod)
+    earlier = [u for u in ctx.history.uids_named("Pod", namespace, name) if u != uid_of(ctx.pod)]
+    before = ""
+    if earlier:
+        _, gone_at = last_known(ctx.history, "Pod", earlier[-1])
+        when = f" (gone at {rfc3339(gone_at)})" if gone_at is not None else ""
+        before = f"the Pod's previous incarnation {earlier[-1]}{when} "
+    return (
+        f"; {before or 'a previous Pod '}was deleted without kubelet unpreparing its claim: kubelet on {node} "
+        f"still holds claim {found.group(1)} prepared under its old UID {found.group(2).rstrip(',;')}, and "
+        "will not prepare the new one until it has unprepared the old one through the node's DRA driver"
+    )
+
+
 def _preparation_failed(
     ctx: PodContext,
     lc: ClaimLifecycle,
@@ -120,6 +145,7 @@ def _preparation_failed(
             else f"between {short_time(first)} and {short_time(event_last(ev))}"
         )
         message = f"kubelet on {node} failed to prepare claim {lc.name} {times} {span}: {quote(ev.get('message'))}"
+        message += _force_deleted(ctx, node, str(ev.get("message") or ""))
         since = first
     else:
         cond = cond_failures[0]

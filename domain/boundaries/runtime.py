@@ -71,24 +71,35 @@ def _injection_error(cs: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def _unhealthy(cs: Mapping[str, Any], pc: PodClaim) -> list[dict[str, Any]]:
-    out = []
-    prefixes = [f"claim:{pc.pod_claim_name}/"]
+    """kubelet's health of the claim's devices in one container status (``allocatedResourcesStatus``).
+
+    An entry is named ``claim:<pod claim>/<request>``, or ``claim:<pod claim>`` when the container's claim
+    entry names no request; a claim behind extended resources has no pod claim name, so kubelet names the
+    claim itself.
+    """
+    names = [pc.pod_claim_name]
     if pc.extended is not None and pc.claim_name:
-        # A claim behind extended resources has no pod claim name: kubelet can only name the claim itself.
-        prefixes.append(f"claim:{pc.claim_name}/")
+        names.append(pc.claim_name)
+    whole = {f"claim:{n}" for n in names}
+    prefixes = tuple(f"claim:{n}/" for n in names)
+    out = []
     for entry in cs.get("allocatedResourcesStatus") or ():
-        if not isinstance(entry, dict) or not str(entry.get("name") or "").startswith(tuple(prefixes)):
+        name = str(entry.get("name") or "") if isinstance(entry, dict) else ""
+        if name not in whole and not name.startswith(prefixes):
             continue
         for res in entry.get("resources") or ():
-            out.append(
-                {
-                    "kind": "ResourceHealth",
-                    "container": cs.get("name"),
-                    "name": entry.get("name"),
-                    "resourceID": res.get("resourceID"),
-                    "health": res.get("health"),
-                }
-            )
+            if not isinstance(res, dict):
+                continue
+            health = {
+                "kind": "ResourceHealth",
+                "container": cs.get("name"),
+                "name": name,
+                "resourceID": res.get("resourceID"),
+                "health": res.get("health"),
+            }
+            if res.get("message"):
+                health["message"] = res["message"]
+            out.append(health)
     return out
 
 
@@ -125,15 +136,19 @@ def runtime_boundary(ctx: PodContext, lc: ClaimLifecycle) -> Boundary:
     unhealthy = [h for h in health if h.get("health") == "Unhealthy"]
     mismatched = [i for i in identity if i.get("match") is False]
     if unhealthy:
+        # Unknown health is evidence only: kubelet cannot tell (a driver restarting), which is no failure.
         h = unhealthy[0]
+        said = f': "{quote(h["message"])}"' if h.get("message") else " (kubelet gave no message)"
+        more = len({str(u.get("resourceID")) for u in unhealthy}) - 1
+        others = f"; {more} more of its devices likewise" if more > 0 else ""
         return Boundary(
             FAILED,
             since=None,
             evidence=evidence,
-            reason="runtime-injection-failed",
+            reason="device-unhealthy",
             message=(
                 f"kubelet reports device {h.get('resourceID')} of claim {lc.name} Unhealthy for container "
-                f"{h.get('container')}"
+                f"{h.get('container')}{said}{others}"
             ),
         )
     if mismatched:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from domain.cluster import extended_resources as ext
+from domain.cluster.gangs import group_claim_name, group_name
 from domain.cluster.state import ClusterState, HistoryView, Object, meta, ns_name, spec_of, status_of, uid_of
 
 
@@ -152,6 +153,11 @@ def _owned_claim(history: HistoryView, pod: Object, pod_claim_name: str) -> Obje
     return None
 
 
+def _group_of(history: HistoryView, pod: Object) -> Object | None:
+    name = group_name(pod)
+    return history.state.find("PodGroup", ns_name(pod)[0], name) if name else None
+
+
 def _resolve_generated(
     history: HistoryView, pod: Object, pc: PodClaim, status: Mapping[str, Any] | None, use_history: bool
 ) -> None:
@@ -163,6 +169,13 @@ def _resolve_generated(
         pc.claim = _owned_claim(history, pod, pc.pod_claim_name)
         if pc.claim is not None:
             pc.claim_name = ns_name(pc.claim)[1]
+        else:
+            # A member's claim of the name and template its PodGroup shares resolves to the group's claim.
+            group = _group_of(history, pod)
+            shared = group_claim_name(group, pc.pod_claim_name, pc.template_name) if group is not None else None
+            if shared is not None:
+                pc.claim_name = shared
+                _attach(history, pc, namespace, use_history)
     if pc.claim is not None:
         return
     assert pc.template_name is not None

@@ -12,14 +12,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from domain.cluster.asks import claim_requests, tolerates
 from domain.cluster.state import ClusterState, Object, meta, ns_name, uid_of
 from domain.cluster.timefmt import earliest, parse_time
 from domain.inventory.pools import pool_problem
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device)
 
-# Taint effects that keep the scheduler from allocating a device; "None" only informs.
+# Taint effects that keep the scheduler from allocating a device; "None" (and any effect
+# Kubernetes does not know yet) only informs.
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+# The effect on which the device taint eviction controller evicts the Pods of claims holding the device.
+EVICTING_EFFECT = "NoExecute"
 
 
 def device_label(device_id: DeviceId) -> str:
@@ -132,7 +136,7 @@ class AdvertisedDevice:
     slice_created: str | None
     generation: int
     pool_complete: bool
-    extra_taints: tuple[Mapping[str, Any], ...] = ()  # from DeviceTaintRules
+    extra_taints: tuple[Mapping[str, Any], ...] = ()  # from DeviceTaintRules, each naming its rule (RULE_KEY)
     pool_problem: str | None = None  # why the allocator refuses the device's whole pool (domain.inventory.pools)
     slice_index: int = 0  # its place in its slice's list
 
@@ -275,21 +279,50 @@ def pool_generations(state: ClusterState) -> dict[tuple[str, str], list[int]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def _taint_rules(state: ClusterState) -> list[Object]:
-    return [r for r in state.of_kind("DeviceTaintRule") if isinstance(_spec(r).get("taint"), dict)]
+# The key a DeviceTaintRule's taint carries, as it reaches a device, to name the rule it came from.
+RULE_KEY = "rule"
+
+
+def taint_rules(state: ClusterState) -> list[Object]:
+    """The DeviceTaintRules that taint anything: a taint, and a ``deviceSelector`` (without one a rule
+    selects no device, as the scheduler's ResourceSlice tracker reads it), by name."""
+    rules = [
+        r
+        for r in state.of_kind("DeviceTaintRule")
+        if isinstance(_spec(r).get("taint"), dict) and isinstance(_spec(r).get("deviceSelector"), dict)
+    ]
+    return sorted(rules, key=lambda r: ns_name(r)[1])
+
+
+def rule_selects(rule: Object, device_id: DeviceId) -> bool:
+    """resource.k8s.io/v1 ``deviceSelector``: driver, pool and device, each matching where set (an empty
+    selector matches every device). Its class and CEL selectors were tombstoned in 1.35."""
+    sel = _spec(rule).get("deviceSelector")
+    if not isinstance(sel, dict):
+        return False
+    wanted = (sel.get("driver"), sel.get("pool"), sel.get("device"))
+    return all(w is None or w == have for w, have in zip(wanted, device_id, strict=True))
 
 
 def _rule_taints(rules: list[Object], device_id: DeviceId) -> tuple[Mapping[str, Any], ...]:
-    out = []
-    for rule in rules:
-        spec = _spec(rule)
-        sel = spec.get("deviceSelector")
-        if not isinstance(sel, dict):
-            continue  # a rule without a selector taints no device (an empty selector taints every device)
-        wanted = (sel.get("driver"), sel.get("pool"), sel.get("device"))
-        if all(w is None or w == have for w, have in zip(wanted, device_id, strict=True)):
-            out.append(spec["taint"])
-    return tuple(out)
+    return tuple(
+        {**_spec(rule)["taint"], RULE_KEY: ns_name(rule)[1]} for rule in rules if rule_selects(rule, device_id)
+    )
+
+
+def taint_source(device: AdvertisedDevice, taint: Mapping[str, Any]) -> str:
+    """Where a device's taint comes from: "DeviceTaintRule <name>", or "slice <name>"."""
+    rule = taint.get(RULE_KEY)
+    return f"DeviceTaintRule {rule}" if rule else f"slice {device.slice_name}"
+
+
+def taint_evidence(device: AdvertisedDevice, taint: Mapping[str, Any]) -> dict[str, Any]:
+    """A device's taint as evidence: key, value, effect, when it was added, and the rule it came from."""
+    out: dict[str, Any] = {"key": taint.get("key"), "value": taint.get("value") or "", "effect": taint.get("effect")}
+    if taint.get("timeAdded"):
+        out["timeAdded"] = taint["timeAdded"]
+    out["source"] = taint_source(device, taint)
+    return out
 
 
 @dataclass(frozen=True)
@@ -330,7 +363,7 @@ def advertised_devices(state: ClusterState) -> list[AdvertisedDevice]:
 
 
 def _advertised(state: ClusterState) -> tuple[list[AdvertisedDevice], dict[tuple[str, str], PoolState]]:
-    rules = _taint_rules(state)
+    rules = taint_rules(state)
     devices: dict[DeviceId, AdvertisedDevice] = {}
     pools: dict[tuple[str, str], PoolState] = {}
     for (driver, pool), slices in current_slices(state).items():
@@ -476,6 +509,93 @@ def allocated_devices(claim: Object, nodes: Iterable[NodeInfo] = ()) -> list[All
         for r in results
         if isinstance(r, dict)
     ]
+
+
+def _results(claim: Object) -> list[dict[str, Any]]:
+    """The allocation results ``allocated_devices`` reads, in its order."""
+    results = ((allocation(claim) or {}).get("devices") or {}).get("results") or ()
+    return [r for r in results if isinstance(r, dict)]
+
+
+def result_tolerations(claim: Object, result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The tolerations an allocation result carries (the allocator copies its request's); an older
+    allocation without them is read with its request's own."""
+    if "tolerations" in result:
+        return [t for t in result.get("tolerations") or () if isinstance(t, dict)]
+    for request in claim_requests(claim):
+        for ask in request.alternatives:
+            if ask.name == result.get("request"):
+                return list(ask.tolerations)
+    return []
+
+
+def evicting_taints(
+    inventory: Inventory, claim: Object | None, devices: Iterable[AllocatedDevice] | None = None
+) -> list[tuple[AdvertisedDevice, Mapping[str, Any], int | None]]:
+    """The NoExecute taints on a claim's allocated devices that get its Pods evicted, as the device taint
+    eviction controller reads them: ``(device, taint, seconds)``, ``seconds`` when a toleration only
+    defers the eviction (``tolerationSeconds``), None when nothing tolerates the taint.
+
+    Only a toleration with effect NoExecute keeps a Pod (the controller's rule); one tolerating the
+    taint forever leaves it out. ``devices``: the claim's ``allocated_devices`` when known already.
+    """
+    if claim is None:
+        return []
+    results = _results(claim)
+    held = list(devices) if devices is not None else allocated_devices(claim)
+    out = []
+    for device, result in zip(held, results, strict=False):
+        advertised = inventory.by_id.get(device.id)
+        if advertised is None:
+            continue
+        tolerations = [t for t in result_tolerations(claim, result) if t.get("effect") == EVICTING_EFFECT]
+        for taint in advertised.taints:
+            if taint.get("effect") != EVICTING_EFFECT:
+                continue
+            matching = [t for t in tolerations if tolerates(t, taint)]
+            if any(t.get("tolerationSeconds") is None for t in matching):
+                continue  # tolerated for good
+            seconds = [int(t["tolerationSeconds"]) for t in matching if isinstance(t.get("tolerationSeconds"), int)]
+            out.append((advertised, taint, max(min(seconds), 0) if seconds else None))
+    return out
+
+
+def rule_condition(rule: Object, type_: str = "EvictionInProgress") -> dict[str, Any] | None:
+    """A DeviceTaintRule's condition (``EvictionInProgress`` by default), as the eviction controller wrote it."""
+    status = rule.get("status")
+    for cond in (status.get("conditions") if isinstance(status, dict) else None) or ():
+        if isinstance(cond, dict) and cond.get("type") == type_:
+            return cond
+    return None
+
+
+def rule_evidence(rule: Object) -> dict[str, Any]:
+    """A DeviceTaintRule as evidence: its selector, its taint and its EvictionInProgress condition."""
+    spec = _spec(rule)
+    out: dict[str, Any] = {
+        "kind": "DeviceTaintRule",
+        "name": ns_name(rule)[1],
+        "deviceSelector": spec.get("deviceSelector"),
+        "taint": spec.get("taint"),
+    }
+    cond = rule_condition(rule)
+    if cond is not None:
+        out["evictionInProgress"] = {k: cond.get(k) for k in ("status", "reason", "message", "lastTransitionTime")}
+    return out
+
+
+def taint_rows(device: AdvertisedDevice, state: ClusterState) -> list[dict[str, Any]]:
+    """A device's taints for the inventory and device pages: each with its source, and for a rule's taint the
+    rule's ``EvictionInProgress`` condition (how far the eviction controller got)."""
+    out = []
+    for taint in device.taints:
+        row = taint_evidence(device, taint)
+        rule = state.find("DeviceTaintRule", "", str(taint[RULE_KEY])) if taint.get(RULE_KEY) else None
+        cond = rule_condition(rule) if rule is not None else None
+        if cond is not None:
+            row["evictionInProgress"] = {k: cond.get(k) for k in ("status", "reason", "message", "lastTransitionTime")}
+        out.append(row)
+    return out
 
 
 def device_holders(state: ClusterState) -> dict[DeviceId, Object]:

@@ -1,16 +1,21 @@
 """Platform warnings about inventory and access, as of a time (DESIGN.md's audit JSON).
 
 Kinds: ``stale-inventory``, ``double-allocator``, ``admin-access-namespace``,
-``admin-access-claim`` and ``template-drift``. ``subject`` is a node, a
-namespace or ``namespace/claim`` (a pool name for a pool no single node owns).
+``admin-access-claim``, ``template-drift``, ``device-taint-rule`` (a DeviceTaintRule tainting devices,
+with its ``EvictionInProgress`` condition) and ``force-deleted-claim`` (kubelet still holds a claim a
+force-deleted Pod left prepared). ``subject`` is a node, a namespace or ``namespace/claim`` (a pool name
+for a pool no single node owns, a rule's name for devices no node owns).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from domain.boundaries.judgement import PREPARE_FAILURE_REASONS, event_count, event_last, quote
+from domain.boundaries.preparation import FORCE_DELETED
+from domain.cluster.asks import taint_label
 from domain.cluster.diff import diff
 from domain.cluster.extended_resources import resource_classes
 from domain.cluster.state import ClusterState, HistoryView, Object, meta, ns_name
@@ -19,11 +24,15 @@ from domain.cluster.state import status_of as _status
 from domain.cluster.timefmt import parse_time, rfc3339
 from domain.inventory.devices import (
     DeviceId,
+    Inventory,
     allocated_devices,
     allocation,
     current_slices,
     device_holders,
     pool_generations,
+    rule_condition,
+    rule_selects,
+    taint_rules,
 )
 
 STALE_INVENTORY = "stale-inventory"
@@ -31,6 +40,9 @@ DOUBLE_ALLOCATOR = "double-allocator"
 ADMIN_ACCESS_NAMESPACE = "admin-access-namespace"
 ADMIN_ACCESS_CLAIM = "admin-access-claim"
 TEMPLATE_DRIFT = "template-drift"
+DEVICE_TAINT_RULE = "device-taint-rule"
+FORCE_DELETED_CLAIM = "force-deleted-claim"
+FORCE_DELETED_TEXT = "previous pod force-deleted"  # in kubelet's FailedPrepareDynamicResources message
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 Warning = dict[str, str]
@@ -353,11 +365,85 @@ def _drift_warnings(state: ClusterState) -> Iterator[Warning]:
         )
 
 
+# --- device taint rules ----------------------------------------------------------------------------
+
+
+def _taint_rule_warnings(state: ClusterState) -> Iterator[Warning]:
+    """Each DeviceTaintRule, per node it taints devices on: the taint, and what its EvictionInProgress says."""
+    rules = taint_rules(state)
+    if not rules:
+        return
+    inventory = Inventory.of(state)
+    holders = inventory.holders
+    for rule in rules:
+        name = ns_name(rule)[1]
+        taint = _spec(rule)["taint"]
+        by_node: dict[str, list[str]] = {}
+        held: dict[str, int] = {}
+        for device in inventory.devices:
+            if rule_selects(rule, device.id):
+                where = device.node_name or name
+                by_node.setdefault(where, []).append(device.name)
+                held[where] = held.get(where, 0) + (device.id in holders)
+        cond = rule_condition(rule)
+        said = ""
+        if cond is not None:
+            detail = f": {quote(cond.get('message'))}" if cond.get("message") else ""
+            said = f"; EvictionInProgress={cond.get('status')} ({cond.get('reason')}){detail}"
+        effect = str(taint.get("effect") or "")
+        what = {
+            "NoExecute": "new claims cannot get them and Pods of claims holding them are evicted",
+            "NoSchedule": "new claims cannot get them; claims holding them keep them",
+        }.get(effect, "informational only: nothing is kept off or evicted")
+        for where, devices in sorted(by_node.items()):
+            shown = ", ".join(devices[:4]) + (" …" if len(devices) > 4 else "")
+            place = f" on node {where}" if where != name else ""
+            holding = f", {held[where]} of them allocated" if held[where] else ""
+            yield _warning(
+                DEVICE_TAINT_RULE,
+                where,
+                f"DeviceTaintRule {name} taints {_plural(len(devices), 'device')}{place} ({shown}{holding}) with "
+                f"{taint_label(taint)}: {what}{said}.",
+            )
+
+
+# --- force-deleted Pods ------------------------------------------------------------------------------
+
+
+def _force_deleted_warnings(state: ClusterState, events: Sequence[Object] | None) -> Iterator[Warning]:
+    """Nodes whose kubelet refuses a claim because it still holds one of the same name under an old UID.
+
+    ``events``: the live Events that may say so (a superset), when the caller found them without decoding
+    every Event of the state."""
+    for event in sorted(state.of_kind("Event") if events is None else events, key=lambda e: ns_name(e)):
+        if event.get("reason") not in PREPARE_FAILURE_REASONS:
+            continue
+        found = FORCE_DELETED.search(str(event.get("message") or ""))
+        if found is None:
+            continue
+        involved = event.get("involvedObject") or {}
+        namespace, pod_name = str(involved.get("namespace") or ""), str(involved.get("name") or "")
+        pod = state.find("Pod", namespace, pod_name)
+        node = str((event.get("source") or {}).get("host") or ((pod or {}).get("spec") or {}).get("nodeName") or "")
+        if not node:
+            continue
+        yield _warning(
+            FORCE_DELETED_CLAIM,
+            node,
+            f"kubelet on {node} still holds claim {namespace}/{found.group(1)} prepared under its old UID "
+            f"{found.group(2).rstrip(',;')} (a previous Pod was force-deleted): Pod {namespace}/{pod_name} cannot "
+            f"prepare the new claim ({event_count(event)}x {event.get('reason')}, last at {event_last(event)}).",
+        )
+
+
 # --- the report ------------------------------------------------------------------------------------
 
 
-def audit(history: HistoryView) -> dict[str, Any]:
-    """Inventory and access warnings as of ``history.as_of``, sorted by kind and subject."""
+def audit(history: HistoryView, force_deleted_events: Sequence[Object] | None = None) -> dict[str, Any]:
+    """Inventory and access warnings as of ``history.as_of``, sorted by kind and subject.
+
+    ``force_deleted_events``: the live Events mentioning ``FORCE_DELETED_TEXT`` (at least), found by the
+    caller; without them every live Event is read for the force-deleted-claim warnings."""
     state = history.state
     holders = _PoolHolders(state)
     found: list[Warning] = [
@@ -368,6 +454,8 @@ def audit(history: HistoryView) -> dict[str, Any]:
         *_admin_namespace_warnings(state),
         *_admin_claim_warnings(state),
         *_drift_warnings(state),
+        *_taint_rule_warnings(state),
+        *_force_deleted_warnings(state, force_deleted_events),
     ]
     unique = {(w["kind"], w["subject"], w["message"]): w for w in found}
     return {"as_of": rfc3339(history.as_of), "warnings": [unique[k] for k in sorted(unique)]}

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from domain.cluster.claim_summaries import allocation_results, consumers
+from domain.cluster.gangs import PODGROUPS, group_key, is_group_consumer, members_of
 from domain.cluster.state import ClusterState, HistoryView, Object, Version, meta, ns_name, uid_of
 from domain.cluster.timefmt import parse_time, rfc3339
 from domain.inventory.devices import Inventory, allocation_time
@@ -336,18 +337,10 @@ def unsuccessful_since(pod_versions: Sequence[Version], at: datetime) -> tuple[d
 
 
 def _gone_since(pod_versions: Sequence[Version]) -> tuple[datetime | None, str]:
-    seen = [v for v in pod_versions if v.obj is not None]
-    if not seen:
-        return None, "never seen"
-    last = seen[-1].obj
-    assert last is not None
-    if _status(last).get("phase") in TERMINAL_PHASES:
+    last = next((v.obj for v in reversed(pod_versions) if v.obj is not None), None)
+    if last is not None and _status(last).get("phase") in TERMINAL_PHASES:
         return terminal_since(last), str(_status(last).get("phase")).lower()
-    deleted_at = parse_time(meta(last).get("deletionTimestamp"))
-    if deleted_at is not None:
-        return deleted_at, "deleted"
-    after = [v.at for v in pod_versions if v.obj is None and v.at >= seen[-1].at]
-    return (after[0] if after else seen[-1].at), "deleted"
+    return _object_gone_since(pod_versions)
 
 
 def _reserved_since(claim_versions: Sequence[Version], uid: str) -> datetime | None:
@@ -365,6 +358,8 @@ def describe_consumer(
 ) -> Consumer:
     resource = str(ref.get("resource") or "")
     name, uid = str(ref.get("name") or ""), str(ref.get("uid") or "")
+    if is_group_consumer(ref):
+        return _group_consumer(history, ref, claim_versions, at)
     if resource != "pods":
         # Nothing in history says when a non-Pod consumer is done; never guess it is.
         return Consumer(resource, name, uid, "other")
@@ -381,6 +376,81 @@ def describe_consumer(
     failing = unsuccessful_since(versions, at)
     since = failing[0] if failing else versions[-1].at
     return Consumer(resource, name, uid, state, since, detail)
+
+
+def _group_consumer(
+    history: HistoryView, ref: dict[str, Any], claim_versions: Sequence[Version], at: datetime
+) -> Consumer:
+    """A PodGroup in ``reservedFor``: live while it exists with a member that is not finished or gone.
+
+    Its members are the Pods naming it (``spec.schedulingGroup``); deleted ones are read from history only
+    when the live ones show none still active (a group is mostly judged live by its running members).
+    """
+    resource, name, uid = PODGROUPS, str(ref.get("name") or ""), str(ref.get("uid") or "")
+    versions = _upto(history.versions("PodGroup", uid), at)
+    if not versions or versions[-1].obj is None:
+        since, detail = _object_gone_since(versions)
+        return Consumer(resource, name, uid, "gone", since or _reserved_since(claim_versions, uid), detail)
+    group = versions[-1].obj
+    key = (ns_name(group)[0], name)
+    people = _members_at(history, members_of(history.state, key), claim_versions, at)
+    if not any(c.state not in ("terminal", "gone") for c in people):
+        seen = {c.uid for c in people}
+        earlier = [pod for pod in _deleted_members(history, key) if uid_of(pod) not in seen]
+        people += _members_at(history, earlier, claim_versions, at)
+    active = [c for c in people if c.state not in ("terminal", "gone")]
+    if any(c.state == "running" for c in active):
+        running = sum(1 for c in active if c.state == "running")
+        return Consumer(resource, name, uid, "running", detail=f"{running} of {len(people)} members running")
+    if active:
+        state = "failing" if any(c.state == "failing" for c in active) else "starting"
+        detail = "; ".join(f"pod {c.name} {c.detail}" for c in active[:3])
+        return Consumer(resource, name, uid, state, _latest(c.since for c in active) or versions[-1].at, detail)
+    if not people:
+        return Consumer(resource, name, uid, "terminal", _reserved_since(claim_versions, uid), "has no members")
+    ended = sum(1 for c in people if c.state == "terminal")
+    detail = f"its {_plural_members(len(people))} finished or gone ({ended} finished)"
+    return Consumer(resource, name, uid, "terminal", _latest(c.since for c in people) or versions[-1].at, detail)
+
+
+def _plural_members(n: int) -> str:
+    return "1 member" if n == 1 else f"{n} members"
+
+
+def _members_at(
+    history: HistoryView, pods: Sequence[Object], claim_versions: Sequence[Version], at: datetime
+) -> list[Consumer]:
+    """The group's members as consumers at ``at``; a Pod created after ``at`` is no member yet."""
+    out = []
+    for pod in pods:
+        uid = uid_of(pod)
+        if _upto(history.versions("Pod", uid), at):
+            ref = {"resource": "pods", "name": ns_name(pod)[1], "uid": uid}
+            out.append(describe_consumer(history, ref, claim_versions, at))
+    return out
+
+
+def _deleted_members(history: HistoryView, key: tuple[str, str]) -> list[Object]:
+    """Pods of the group deleted by the history's time (every deleted Pod read once per state)."""
+    index = history.state.derived.get("gang-deleted-members")
+    if index is None:
+        index = {}
+        for _at, pod in history.deleted("Pod").values():
+            found = group_key(pod)
+            if found is not None:
+                index.setdefault(found, []).append(pod)
+        history.state.derived["gang-deleted-members"] = index
+    return list(index.get(key, ()))
+
+
+def _object_gone_since(versions: Sequence[Version]) -> tuple[datetime | None, str]:
+    """When an object that is gone went: its deletionTimestamp, else the version recording its disappearance."""
+    seen = [v for v in versions if v.obj is not None]
+    if not seen:
+        return None, "never seen"
+    deleting = parse_time(meta(seen[-1].obj or {}).get("deletionTimestamp"))
+    after = [v.at for v in versions if v.obj is None and v.at >= seen[-1].at]
+    return deleting or (after[0] if after else seen[-1].at), "deleted"
 
 
 # --- conditions -------------------------------------------------------------------------------------
@@ -411,14 +481,14 @@ def claim_conditions(history: HistoryView, claim_versions: Sequence[Version], at
     if not held_devices(claim):
         return []
     found: list[Condition] = []
+    refs = consumers(claim)
+    people = tuple(describe_consumer(history, ref, versions, at) for ref in refs)
     deleting = parse_time(meta(claim).get("deletionTimestamp"))
     if deleting is not None and meta(claim).get("finalizers"):
-        found.append(Condition(STUCK_DELETION, deleting))
-    refs = consumers(claim)
+        found.append(Condition(STUCK_DELETION, deleting, people))
     if not refs:
         found.append(Condition(UNRESERVED, _unreserved_since(versions)))
         return found
-    people = tuple(describe_consumer(history, ref, versions, at) for ref in refs)
     states = {c.state for c in people}
     if states <= {"terminal", "gone"}:
         found.append(Condition(ORPHANED, _latest(c.since for c in people) or versions[-1].at, people))
@@ -520,6 +590,14 @@ def _hours(delta: timedelta) -> str:
 
 def _consumer_phrase(c: Consumer) -> str:
     when = rfc3339(c.since) or "an unknown time"
+    if c.resource == PODGROUPS:
+        if c.state == "gone" and c.detail == "never seen":
+            return f"PodGroup {c.name} is gone (absent since at least {when})"
+        if c.state == "gone":
+            return f"PodGroup {c.name} was deleted at {when}"
+        if c.state == "terminal":
+            return f"PodGroup {c.name} {c.detail} (since {when})"
+        return f"PodGroup {c.name} is {c.state} ({c.detail}) since {when}"
     if c.state == "terminal":
         return f"pod {c.name} {c.detail} at {when}"
     if c.state == "gone" and c.detail == "never seen":
@@ -543,10 +621,10 @@ def leak_message(
     held_for = _hours(at - condition.since)
     devices = f"{held} device{'s' if held != 1 else ''}"
     if condition.reason == STUCK_DELETION:
-        finalizers = ", ".join(str(f) for f in meta(claim).get("finalizers") or ())
+        finalizers = [str(f) for f in meta(claim).get("finalizers") or ()]
         return (
-            f"{namespace}/{name} was deleted at {rfc3339(condition.since)} but finalizers ({finalizers}) "
-            f"keep it and its {devices} allocated (stuck for {held_for})."
+            f"{namespace}/{name} was deleted at {rfc3339(condition.since)} but finalizers ({', '.join(finalizers)}) "
+            f"keep it and its {devices} allocated (stuck for {held_for}): {_what_holds(finalizers, condition)}."
         )
     if condition.reason == UNRESERVED:
         return (
@@ -570,6 +648,46 @@ def leak_message(
         f"{namespace}/{name} keeps {devices} allocated to a Pod that has not run successfully "
         f"for {held_for}: {phrases}{extra}."
     )
+
+
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
+
+
+def _what_holds(finalizers: list[str], condition: Condition) -> str:
+    """What keeps a deleted claim (its consumers, a finalizer someone else added) and what would release it.
+
+    Kubernetes' own finalizer goes when the resourceclaim controller deallocates the claim, which it does
+    once no consumer in reservedFor is left; any other finalizer is its author's to remove.
+    """
+    parts = []
+    foreign = [f for f in finalizers if f != DELETE_PROTECTION]
+    if DELETE_PROTECTION in finalizers:
+        live = [c for c in condition.consumers if c.state not in ("terminal", "gone")]
+        done = [c for c in condition.consumers if c.state in ("terminal", "gone")]
+        if live:
+            parts.append(
+                f"it is still reserved for {'; '.join(_consumer_phrase(c) for c in live)}, and the resourceclaim "
+                f"controller deallocates it and removes {DELETE_PROTECTION} only once no consumer is left: "
+                "it is released when they end"
+            )
+        elif done:
+            parts.append(
+                f"its consumers are done ({'; '.join(_consumer_phrase(c) for c in done)}), yet reservedFor still "
+                f"names them: the resourceclaim controller (kube-controller-manager) should have cleared them, "
+                f"deallocated it and removed {DELETE_PROTECTION}; is it running?"
+            )
+        else:
+            parts.append(
+                f"nothing reserves it, yet it is still allocated: the resourceclaim controller "
+                f"(kube-controller-manager) should have deallocated it and removed {DELETE_PROTECTION}; is it running?"
+            )
+    if foreign:
+        whose = "it" if len(foreign) == 1 else "them"
+        parts.append(
+            f"{', '.join(foreign)} {'is' if len(foreign) == 1 else 'are'} not Kubernetes' own: whatever added "
+            f"{whose} (a driver or controller) must remove {whose} before the claim can go"
+        )
+    return "; ".join(parts) or "its finalizers hold it"
 
 
 # --- the report ----------------------------------------------------------------------------------------
@@ -729,6 +847,7 @@ def _change_times(
     history: HistoryView, claim_versions: Sequence[Version], start: datetime, end: datetime
 ) -> list[datetime]:
     pods: set[str] = set()
+    groups: set[tuple[str, str, str]] = set()
     times = {start}
     for version in claim_versions:
         if start < version.at < end:
@@ -736,6 +855,13 @@ def _change_times(
         for ref in consumers(version.obj or {}):
             if ref.get("resource") == "pods" and ref.get("uid"):
                 pods.add(str(ref["uid"]))
+            elif is_group_consumer(ref) and version.obj is not None:
+                groups.add((ns_name(version.obj)[0], str(ref.get("name") or ""), str(ref.get("uid") or "")))
+    for namespace, name, uid in sorted(groups):
+        # A PodGroup consumer changes with the group and with its members.
+        times.update(v.at for v in history.versions("PodGroup", uid) if start < v.at < end)
+        members = [*members_of(history.state, (namespace, name)), *_deleted_members(history, (namespace, name))]
+        pods.update(uid_of(p) for p in members)
     for uid in sorted(pods):
         times.update(v.at for v in history.versions("Pod", uid) if start < v.at < end)
     return sorted(times)

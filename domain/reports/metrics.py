@@ -25,7 +25,9 @@ from domain.inventory.equivalents import device_model, equivalents_by_model
 from domain.reports.audit import (
     ADMIN_ACCESS_CLAIM,
     ADMIN_ACCESS_NAMESPACE,
+    DEVICE_TAINT_RULE,
     DOUBLE_ALLOCATOR,
+    FORCE_DELETED_CLAIM,
     STALE_INVENTORY,
     TEMPLATE_DRIFT,
     audit,
@@ -37,7 +39,15 @@ PREFIX = "claimline_"
 CLAIM_STATES = ("pending", "allocated", "reserved", "deleting")
 BOUNDARY_STATES = ("ok", "pending", "failed", "unknown")
 # Declared at zero so an alert on one kind has a series to compare before the first warning.
-WARNING_KINDS = (STALE_INVENTORY, DOUBLE_ALLOCATOR, ADMIN_ACCESS_NAMESPACE, ADMIN_ACCESS_CLAIM, TEMPLATE_DRIFT)
+WARNING_KINDS = (
+    STALE_INVENTORY,
+    DOUBLE_ALLOCATOR,
+    ADMIN_ACCESS_NAMESPACE,
+    ADMIN_ACCESS_CLAIM,
+    TEMPLATE_DRIFT,
+    DEVICE_TAINT_RULE,
+    FORCE_DELETED_CLAIM,
+)
 RUN_STATUSES = ("ok", "partial", "failed")
 # Seconds: from an immediate allocation to a claim that waited a day for devices.
 ALLOCATION_WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 3600, 6 * 3600, 24 * 3600)
@@ -253,6 +263,11 @@ def _boundary_families(
         "gauge",
         "Claims whose container cannot be created or started with the device injected (runtime-injection-failed).",
     )
+    unhealthy = Family(
+        "unhealthy_device_claims",
+        "gauge",
+        "Claims of live Pods with a device kubelet reports Unhealthy in allocatedResourcesStatus (device-unhealthy).",
+    )
     prep_failed = Family(
         "preparation_failed_claims",
         "gauge",
@@ -296,6 +311,8 @@ def _boundary_families(
                 by_state.add(1, boundary=boundary, state=states[boundary])
             if runtime_reason == "runtime-injection-failed":
                 injection.add(1, namespace=namespace, node=node)
+            elif runtime_reason == "device-unhealthy":
+                unhealthy.add(1, namespace=namespace, node=claim_node or node)
             if states["preparation"] == FAILED:
                 prep_failed.add(1, node=claim_node or node)
     named = _top_namespaces(namespace_cap, ((ns, 1.0) for ns, _, _ in waiting))
@@ -303,7 +320,7 @@ def _boundary_families(
         label = ns if ns in named else OTHER_NAMESPACE
         pending.add(1, namespace=label, **where)
         oldest.maximum(age, namespace=label, **where)
-    return [by_state, injection, prep_failed, pending, oldest]
+    return [by_state, injection, unhealthy, prep_failed, pending, oldest]
 
 
 def _age(history: HistoryView, pod: Object) -> float:

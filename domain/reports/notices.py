@@ -1,12 +1,14 @@
 """What someone should be told about, as of a snapshot: the subjects of notices.
 
-Four kinds, each with a subject key that stays the same while the condition
+Five kinds, each with a subject key that stays the same while the condition
 lasts, so the caller can store a notice once per subject and reason:
 
 - ``leak``: a claim flagged by the retention (leak) rules (key: the claim's UID);
 - ``pending-pod``: a Pod using DRA claims, pending longer than a threshold
   (key: the Pod's UID; the reason is its verdict's, as ``explain`` gives it, so a new
   blocking reason is a new notice);
+- ``device-health``: a live Pod whose device kubelet reports Unhealthy (verdict ``device-unhealthy``;
+  key: the Pod's UID);
 - ``node-preparation``: preparation failures of several claims on one node,
   which points at the node's driver rather than at any one workload (key: the node);
 - ``collection-failing``: the latest collections of a cluster all failed (key: the cluster).
@@ -32,9 +34,10 @@ from domain.verdicts.explain import verdict_reader
 LEAK = "leak"
 PENDING_POD = "pending-pod"
 NODE_PREPARATION = "node-preparation"
+DEVICE_HEALTH = "device-health"
 COLLECTION_FAILING = "collection-failing"
 # Kinds read from stored history; collection failures come from the runs alone.
-HISTORY_KINDS = (LEAK, PENDING_POD, NODE_PREPARATION)
+HISTORY_KINDS = (LEAK, PENDING_POD, NODE_PREPARATION, DEVICE_HEALTH)
 KINDS = (*HISTORY_KINDS, COLLECTION_FAILING)
 
 
@@ -171,6 +174,51 @@ def pending_pod_subjects(
     return out
 
 
+# --- devices kubelet reports unhealthy ------------------------------------------------------------------
+
+
+def _reports_unhealthy(pod: Object) -> bool:
+    """Whether any container status has a device kubelet reports Unhealthy: the only Pods worth judging."""
+    status = pod.get("status") or {}
+    return any(
+        res.get("health") == "Unhealthy"
+        for key in ("initContainerStatuses", "containerStatuses")
+        for cs in status.get(key) or ()
+        if isinstance(cs, dict)
+        for entry in cs.get("allocatedResourcesStatus") or ()
+        if isinstance(entry, dict) and str(entry.get("name") or "").startswith("claim:")
+        for res in entry.get("resources") or ()
+        if isinstance(res, dict)
+    )
+
+
+def device_health_subjects(
+    history: HistoryView, stored: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[Subject]:
+    """Live Pods whose verdict is ``device-unhealthy``: a running workload on a failing GPU."""
+    out = []
+    verdict_of = verdict_reader(history, stored)
+    for pod in history.state.of_kind("Pod"):
+        if is_terminal(pod) or not _reports_unhealthy(pod):
+            continue
+        verdict = verdict_of(pod)
+        if verdict["reason"] != "device-unhealthy":
+            continue
+        namespace, name = ns_name(pod)
+        out.append(
+            Subject(
+                DEVICE_HEALTH,
+                uid_of(pod),
+                verdict["reason"],
+                f"Pod {namespace}/{name}: {verdict['message']}",
+                namespace=namespace,
+                name=f"{namespace}/{name}",
+                ref={"pod": uid_of(pod), "namespace": namespace, "pod_name": name},
+            )
+        )
+    return out
+
+
 # --- nodes whose driver fails to prepare --------------------------------------------------------------
 
 
@@ -260,4 +308,5 @@ def detect(
     subjects += leak_subjects(history, thresholds.leaks)
     subjects += pending_pod_subjects(history, thresholds.pending_after, pending_known, waiting_verdicts)
     subjects += node_preparation_subjects(history, thresholds.node_claims, thresholds.node_window)
+    subjects += device_health_subjects(history, waiting_verdicts)
     return Detection(subjects, KINDS)

@@ -138,12 +138,15 @@ def explain_incarnation(
     inventory = inventory_of(judged_history)
     judged = pod_lifecycle(judged_history, pod, gone_at, observed_uuids, inventory)
     entries = timeline(judged_history, pod, judged.claims, judged.events, inventory.nodes)
-    return {
+    doc = {
         "pod": _pod_summary(pod, gone_at),
         "claims": [_claim_doc(lc, entries) for lc in judged.claims],
         "verdict": _as_last_seen(choose_verdict(pod, judged.claims), gone_at),
         "timeline": entries,
     }
+    if judged.group is not None:
+        doc["group"] = judged.group.to_dict()
+    return doc
 
 
 # Boundary reasons whose judgement changes with time alone, the objects unchanged: a binding wait
@@ -180,7 +183,7 @@ def explain_document(
     as_of: datetime, incarnations: list[dict[str, Any]], incarnation: Mapping[str, Any]
 ) -> dict[str, Any]:
     """DESIGN.md's explain JSON: one incarnation's part with the time asked and every incarnation."""
-    return {
+    doc = {
         "as_of": rfc3339(as_of),
         "pod": incarnation["pod"],
         "incarnations": incarnations,
@@ -188,6 +191,9 @@ def explain_document(
         "verdict": incarnation["verdict"],
         "timeline": incarnation["timeline"],
     }
+    if "group" in incarnation:
+        doc["group"] = incarnation["group"]
+    return doc
 
 
 def _as_last_seen(verdict: dict[str, Any], gone_at: datetime | None) -> dict[str, Any]:

@@ -40,12 +40,14 @@ def _entry(
 
 
 _CONDITION_BOUNDARY = {
+    "DisruptionTarget": "inventory",  # e.g. the device taint eviction controller deleting the Pod
     "PodScheduled": "allocation",
     "PodReadyToStartContainers": "preparation",
     "ContainersReady": "runtime",
     "Ready": "runtime",
 }
 _EVENT_BOUNDARY = {
+    "DeviceTaintManagerEviction": "inventory",
     "FailedScheduling": "allocation",
     "Scheduled": "allocation",
     BINDING_PENDING_EVENT: "allocation",
