@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -61,6 +62,26 @@ def env_list(name: str, default: list[str], environ: Mapping[str, str] = os.envi
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
 
+
+def env_base_url(name: str, environ: Mapping[str, str] = os.environ, *, fallback: str | None = None) -> str:
+    """The dashboard's public URL (``https://claimline.example.com``, or under a path prefix), without a
+    trailing slash; empty when unset. Every link leaving the dashboard (e-mails, notices, alert
+    annotations through /metrics) is this plus the page's path, so it must be absolute: a scheme
+    (http or https) and a host, no query or fragment. ``fallback`` names an older variable read when
+    ``name`` is unset."""
+    raw = (environ.get(name) or "").strip()
+    if not raw and fallback:
+        name, raw = fallback, (environ.get(fallback) or "").strip()
+    if not raw:
+        return ""
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ImproperlyConfigured(
+            f"{name} must be an absolute http(s) URL such as https://claimline.example.com, got {raw!r}"
+        )
+    if parts.query or parts.fragment:
+        raise ImproperlyConfigured(f"{name} must not carry a query or a fragment, got {raw!r}")
+    return raw.rstrip("/")
 
 
 def secret_key(environ: Mapping[str, str], debug: bool, key_file: Path) -> str:

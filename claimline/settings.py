@@ -8,7 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from claimline.config import env_bool, env_float, env_int, env_list, secret_key
+from claimline.config import env_base_url, env_bool, env_float, env_int, env_list, secret_key
 from collector.sources import parse_clusters
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -232,6 +232,9 @@ CLAIMLINE_DERIVE = env_bool("CLAIMLINE_DERIVE", True)
 # and rendering costs seconds at thousands of nodes. Its claimline_as_of_timestamp_seconds says
 # which snapshot it describes; keep this well under the staleness alert's 600 s.
 CLAIMLINE_METRICS_REFRESH = env_int("CLAIMLINE_METRICS_REFRESH", 120, minimum=0)
+# /metrics' pending-Pod and flagged-claim families name this many namespaces (those with the most),
+# adding up the rest as namespace="(other)": bounded series for Alertmanager to route on.
+CLAIMLINE_METRICS_NAMESPACES = env_int("CLAIMLINE_METRICS_NAMESPACES", 20, minimum=0)
 # The current week's stored review is rendered at most this often, and stands meanwhile even after
 # changes: a week's figures move little in minutes, and at thousands of nodes a rendering costs seconds.
 CLAIMLINE_REVIEW_REFRESH = env_int("CLAIMLINE_REVIEW_REFRESH", 600, minimum=0)
@@ -260,8 +263,10 @@ CLAIMLINE_NOTIFY_RETRY_MAX = env_float("CLAIMLINE_NOTIFY_RETRY_MAX", 3600.0, min
 CLAIMLINE_NOTIFY_GIVE_UP_AFTER = env_int("CLAIMLINE_NOTIFY_GIVE_UP_AFTER", 24 * 3600, minimum=1)
 # Also give up after this many attempts (0: no limit but CLAIMLINE_NOTIFY_GIVE_UP_AFTER).
 CLAIMLINE_NOTIFY_MAX_ATTEMPTS = env_int("CLAIMLINE_NOTIFY_MAX_ATTEMPTS", 0, minimum=0)
-# Links in notices and e-mails are absolute when this is set (e.g. https://claimline.example.com).
-CLAIMLINE_PUBLIC_URL = os.environ.get("CLAIMLINE_PUBLIC_URL", "").rstrip("/")
+# The dashboard's public URL (e.g. https://claimline.example.com): links in e-mails, notices and alert
+# annotations (through /metrics' claimline_dashboard_info) are absolute when it is set.
+# CLAIMLINE_PUBLIC_URL, its former name, is still read when it is unset.
+CLAIMLINE_BASE_URL = env_base_url("CLAIMLINE_BASE_URL", fallback="CLAIMLINE_PUBLIC_URL")
 CLAIMLINE_REVIEW_EMAILS = env_list("CLAIMLINE_REVIEW_EMAILS", [])
 
 # E-mail (notices and the weekly review): Django's settings, from the environment.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Callable
+from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
@@ -26,7 +27,9 @@ from derived.thresholds import leak_thresholds
 from domain.allocator.cel import SelectorCompileError, SelectorLimitExceeded
 from domain.cluster.claim_summaries import ClaimSummary
 from domain.cluster.timefmt import rfc3339
+from domain.reports.metrics import Served
 from domain.verdicts.explain import PodNotFound
+from notify.detection import absolute
 
 
 def _error(status: int, message: str) -> JsonResponse:
@@ -186,5 +189,11 @@ def metrics(request: HttpRequest) -> HttpResponse:
         history = open_history(request.GET.get("cluster"), None)
     except ReadError as exc:
         return HttpResponse(f"# {exc}\n", status=404, content_type="text/plain")
-    body = metrics_read(history, leak_thresholds(), collection_health(history.cluster, history.as_of))
+    served = Served(
+        history.as_of,
+        now=datetime.now(UTC),
+        collection=collection_health(history.cluster, history.as_of),
+        dashboard_url=absolute(reverse("overview", kwargs={"cluster": history.cluster.name})),
+    )
+    body = metrics_read(history, leak_thresholds(), served)
     return HttpResponse(body, content_type="text/plain; version=0.0.4; charset=utf-8")

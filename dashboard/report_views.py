@@ -33,7 +33,7 @@ from domain.inventory.devices import (
     typed_value,
 )
 from domain.inventory.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
-from domain.reports.capacity import review_csv_rows, review_table, week_containing
+from domain.reports.capacity import percent, review_csv_rows, review_table, week_containing
 from domain.reports.redaction import Scope, visible_holders
 
 DEVICES_PER_PAGE = 500
@@ -60,9 +60,14 @@ def threshold_words(thresholds: dict[str, float]) -> list[tuple[str, str]]:
 def leaks(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
     doc = redactor_of(request.user, history).leaks(leaks_read(history, leak_thresholds()))
+    # ?namespace= (what an alert's link names): that namespace's claims only.
+    namespace = request.GET.get("namespace", "")
+    if namespace:
+        doc = {**doc, "claims": [claim for claim in doc["claims"] if claim["namespace"] == namespace]}
     context = {
         "cluster": c,
         "doc": doc,
+        "namespace": namespace,
         "total": round(sum(claim["device_hours"] for claim in doc["claims"]), 2),
         "leaked": round(sum(claim["leaked_device_hours"] for claim in doc["claims"]), 2),
         "threshold_words": threshold_words(doc["thresholds"]),
@@ -118,6 +123,11 @@ def review(request: HttpRequest, cluster: str) -> HttpResponse:
         "weekly_chart": charts.leaked_by_week(doc["series"]["weekly"]),
         "header": header,
         "rows": rows,
+        # Allocated ÷ advertised device-hours, the cluster's and each model's (cluster-wide numbers,
+        # which a team member sees too, as on the overview).
+        "utilization": percent(doc["totals"].get("utilization")),
+        "previous_utilization": percent(doc["totals"].get("previous_utilization")),
+        "models": [{**m, "utilization_percent": percent(m.get("utilization"))} for m in doc["by_model"]],
         "threshold_words": threshold_words(doc["thresholds"]),
         "print": request.GET.get("print") == "1",
     }

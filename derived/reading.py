@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import F, Q
@@ -33,7 +34,7 @@ from domain.cluster.claim_summaries import ClaimSummary, claim_summaries, with_l
 from domain.inventory.device_history import DeviceIndex, device_history
 from domain.inventory.devices import DeviceId
 from domain.reports.leaks import Thresholds
-from domain.reports.metrics import CollectionHealth, render_collection, render_metrics
+from domain.reports.metrics import Served, render_served, render_stored
 from domain.reports.overview import WaitingPod, overview
 from domain.reports.redaction import Redactor, Scope, known_namespaces, referenced_namespaces
 from domain.verdicts.explain import explain, explain_document, incarnation_entry, pick_incarnation
@@ -201,13 +202,22 @@ def explain_read(
     return explain(history, namespace, name, pod_uid=pod_uid), lambda: known_namespaces(history.state)
 
 
-def metrics_read(history: StoredHistory, thresholds: Thresholds, collection: CollectionHealth | None = None) -> str:
-    """/metrics: the text the derivation rendered for this snapshot (completed with the run-health
-    families), else rendered now from what the layer stored of it when it covers the snapshot."""
+def metrics_read(history: StoredHistory, thresholds: Thresholds, served: Served) -> str:
+    """/metrics: the text the derivation rendered for this snapshot, else rendered now from what the
+    layer stored of it when it covers the snapshot; completed with ``served`` (its time and age, the
+    run-health families, the dashboard's link), cheap, so a scrape's snapshot age is never stale."""
     stored = metrics_text_stands(history.cluster.pk, history.as_of, thresholds.as_dict()) if covers(history) else None
     if stored is not None:
-        return stored.text + (render_collection(collection) if collection else "")
-    return render_metrics(history, thresholds, collection, known_for(history, thresholds))
+        text = stored.text
+        if text.startswith(_OLD_AS_OF):  # rendered by an earlier version, with the snapshot's time first
+            text = text.split("\n", 3)[3]
+    else:
+        text = render_stored(history, thresholds, known_for(history, thresholds), settings.CLAIMLINE_METRICS_NAMESPACES)
+    return text + render_served(served)
+
+
+_OLD_AS_OF = "# HELP claimline_as_of_timestamp_seconds "
+
 
 def device_history_read(history: StoredHistory, device: DeviceId) -> dict[str, Any]:
     """One device's history: from the claims and Events the layer's lookups name when it covers the

@@ -21,7 +21,7 @@ from derived.models import DerivedSnapshot, MetricsText
 from derived.reports import known_for
 from derived.thresholds import leak_thresholds
 from derived.writer import USABLE, covered
-from domain.reports.metrics import render_metrics
+from domain.reports.metrics import render_stored
 
 
 def latest_derived(snapshot: Snapshot) -> bool:
@@ -50,7 +50,8 @@ def stands_for(cluster_id: int, rendered_at: datetime, at: datetime, refresh: fl
 
 def render_latest_metrics(snapshot: Snapshot, force: bool = False) -> bool:
     """Store the cluster's /metrics as of ``snapshot``, Pods' counts read from its derived rows;
-    the run-health families are added when it is served (failed runs after it change them).
+    the snapshot's time and age and the run-health families are added when it is served
+    (``domain.reports.metrics.Served``: a later snapshot it stands for, failed runs after it).
 
     False, rendering nothing, when a newer snapshot exists (its own rendering follows), the
     snapshot is not derived, or (unless ``force``) the stored text still stands for it: nothing
@@ -63,7 +64,7 @@ def render_latest_metrics(snapshot: Snapshot, force: bool = False) -> bool:
         return False
     history = StoredHistory(snapshot.cluster, snapshot.at)
     try:
-        text = render_metrics(history, thresholds, None, known_for(history, thresholds))
+        text = render_stored(history, thresholds, known_for(history, thresholds), settings.CLAIMLINE_METRICS_NAMESPACES)
     finally:
         history.release()
     MetricsText.objects.update_or_create(

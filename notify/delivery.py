@@ -31,6 +31,7 @@ from django.db.models import Q
 from access.models import NamespaceGrant
 from collector.history_reader import namespaces_ever_known
 from domain.reports.redaction import Redactor, Scope, referenced_namespaces
+from notify.detection import absolute
 from notify.models import Delivery, Notice, Receiver
 
 log = logging.getLogger("claimline.notify")
@@ -172,6 +173,12 @@ def dispatch(now: datetime) -> list[int]:
 # --- sending ----------------------------------------------------------------------------------------
 
 
+def link_of(notice: Notice) -> str:
+    """The notice's link as delivered: a page's path (stored before CLAIMLINE_BASE_URL was set) gets
+    the base URL too, so every link leaving Claimline is absolute once it is set."""
+    return absolute(notice.link) if notice.link.startswith("/") else notice.link
+
+
 def notice_document(notice: Notice, message: str | None = None) -> dict[str, Any]:
     return {
         "cluster": notice.cluster.name,
@@ -181,7 +188,7 @@ def notice_document(notice: Notice, message: str | None = None) -> dict[str, Any
         "namespace": notice.namespace,
         "name": notice.name,
         "message": notice.message if message is None else message,
-        "link": notice.link,
+        "link": link_of(notice),
         "first_seen": notice.first_seen.isoformat(),
     }
 
@@ -192,7 +199,8 @@ def headline(notice: Notice) -> str:
 
 def webhook_body(notice: Notice, fmt: str, message: str) -> dict[str, Any]:
     if fmt == "slack":
-        link = f" <{notice.link}|details>" if notice.link.startswith(("http://", "https://")) else ""
+        url = link_of(notice)
+        link = f" <{url}|details>" if url.startswith(("http://", "https://")) else ""
         return {"text": f"*{headline(notice)}*\n{message}{link}"}
     return notice_document(notice, message)
 
@@ -236,7 +244,7 @@ def send(target: Target, notice: Notice) -> None:
     if target.channel == WEBHOOK:
         post_json(target.url, webhook_body(notice, target.format, message), settings.CLAIMLINE_NOTIFY_TIMEOUT)
         return
-    body = f"{message}\n\n{notice.link}\n" if notice.link else f"{message}\n"
+    body = f"{message}\n\n{link_of(notice)}\n" if notice.link else f"{message}\n"
     try:
         EmailMessage(headline(notice), body, settings.DEFAULT_FROM_EMAIL, list(target.emails)).send()
     except (smtplib.SMTPRecipientsRefused, smtplib.SMTPSenderRefused) as exc:

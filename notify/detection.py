@@ -44,7 +44,8 @@ def thresholds() -> NoticeThresholds:
 
 
 def absolute(path: str) -> str:
-    return settings.CLAIMLINE_PUBLIC_URL + path
+    """``path`` (from the site's root) under CLAIMLINE_BASE_URL: absolute when it is set."""
+    return settings.CLAIMLINE_BASE_URL + path
 
 
 def link_for(cluster: str, subject: Subject) -> str:

@@ -23,7 +23,7 @@ from collector.history_reader import NoSnapshot, StoredHistory
 from collector.models import Cluster
 from derived.review import review_read
 from derived.thresholds import leak_thresholds
-from domain.reports.capacity import WEEK, review_csv_rows, week_containing
+from domain.reports.capacity import WEEK, percent, review_csv_rows, week_containing
 from notify.detection import absolute
 from notify.svg import bar_chart
 
@@ -44,11 +44,14 @@ class ReviewMail:
 
     def describe(self) -> str:
         verb = "sent" if self.sent else "not sent (dry run)"
-        return f"{self.cluster}, week of {self.week_start.date()}: {verb} to {', '.join(self.message.to)}"
+        to = ", ".join(self.message.to) or "no recipients (set CLAIMLINE_REVIEW_EMAILS or --to)"
+        return f"{self.cluster}, week of {self.week_start.date()}: {verb} to {to}"
 
-
-def _percent(share: float | None) -> str:
-    return "n/a" if share is None else f"{share * 100:.1f}%"
+    @property
+    def html(self) -> str:
+        """The HTML body, as a mail client shows it (charts inline, links absolute with CLAIMLINE_BASE_URL)."""
+        [(html, _)] = [(body, mime) for body, mime in self.message.alternatives if mime == "text/html"]
+        return str(html)
 
 
 def _charts(doc: dict[str, Any]) -> dict[str, str]:
@@ -85,7 +88,7 @@ def review_message(cluster: Cluster, recipients: list[str], week_start: datetime
     subject = (
         f"[Claimline] {cluster.name} weekly review, week of {week}: "
         f"{totals['allocated_device_hours']:.1f} device-hours allocated, "
-        f"{totals['leaked_device_hours']:.1f} held by flagged claims"
+        f"{totals['leaked_device_hours']:.1f} leaked by flagged claims"
     )
     link = absolute(reverse("review", kwargs={"cluster": cluster.name})) + f"?week={week}"
     context = {
@@ -93,9 +96,15 @@ def review_message(cluster: Cluster, recipients: list[str], week_start: datetime
         "week": week,
         "doc": doc,
         "totals": totals,
-        "utilization": _percent(totals.get("utilization")),
-        "leaked_share": _percent(totals.get("leaked_share")),
+        "utilization": percent(totals.get("utilization")),
+        "previous_utilization": percent(totals.get("previous_utilization")),
+        "leaked_share": percent(totals.get("leaked_share")),
         "link": link,
+        # Every link absolute with CLAIMLINE_BASE_URL: a mail client has no page to resolve a path against.
+        "offenders": [
+            {**o, "link": absolute(reverse("claim", kwargs={"cluster": cluster.name, "uid": o["uid"]}))}
+            for o in doc["top_offenders"]
+        ],
         **_charts(doc),
     }
     text = render_to_string("notify/review_email.txt", context)
@@ -112,9 +121,12 @@ def send_reviews(
     week_start: datetime | None = None,
     dry_run: bool = False,
 ) -> list[ReviewMail]:
-    """The review of every cluster with history (or of ``clusters``), sent unless ``dry_run``."""
+    """The review of every cluster with history (or of ``clusters``), sent unless ``dry_run``.
+
+    Without recipients (none given, CLAIMLINE_REVIEW_EMAILS empty) nothing is sent, but a dry run
+    still builds the messages, to look at them before anyone gets one."""
     to = recipients if recipients is not None else list(settings.CLAIMLINE_REVIEW_EMAILS)
-    if not to:
+    if not to and not dry_run:
         log.info("weekly review not sent: CLAIMLINE_REVIEW_EMAILS is empty")
         return []
     rows = Cluster.objects.order_by("name")

@@ -37,7 +37,7 @@ from domain.inventory.device_history import DeviceIndex, device_history
 from domain.reports.audit import audit
 from domain.reports.capacity import weekly_review
 from domain.reports.leaks import Thresholds, find_leaks
-from domain.reports.metrics import render_metrics
+from domain.reports.metrics import Served, render_metrics
 from domain.reports.overview import overview
 from domain.reports.redaction import Redactor, Scope, known_namespaces
 from domain.verdicts.explain import explain
@@ -99,9 +99,15 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             standing = metrics_text_stands(cluster.pk, at, thresholds.as_dict())
             described = standing.snapshot.at if standing is not None else at
             assert at - described < timedelta(seconds=settings.CLAIMLINE_METRICS_REFRESH) or described == at
-            assert metrics_read(history, thresholds) == render_metrics(StoredHistory(cluster, described), thresholds), (
-                at
+            # The snapshot's own time (and the run health) are added when served, the rest is the text's.
+            served = Served(at)
+            expected = render_metrics(
+                StoredHistory(cluster, described),
+                thresholds,
+                namespace_cap=settings.CLAIMLINE_METRICS_NAMESPACES,
+                served=served,
             )
+            assert metrics_read(history, thresholds, served) == expected, at
     return compared
 
 

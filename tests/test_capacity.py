@@ -15,6 +15,7 @@ from domain.reports.capacity import (
     CSV_HEADER,
     InventoryTimeline,
     allocation_stretches,
+    percent,
     review_csv_rows,
     weekly_review,
 )
@@ -164,20 +165,27 @@ def test_series(review: dict[str, Any]) -> None:
 
 def test_csv_rows_match_the_review(review: dict[str, Any]) -> None:
     rows = review_csv_rows(review)
-    assert rows[0] == CSV_HEADER
+    assert rows[0] == CSV_HEADER and CSV_HEADER[0] == "week"
     assert len(rows) == 1 + 1 + 2 + 2 + 1
-    by_key = {(r[0], r[1]): r for r in rows[1:]}
+    # Every row says its week (the Monday), so several weeks' CSVs concatenate.
+    assert {r[0] for r in rows[1:]} == {review["week"]["start"][:10]}
+    by_key = {(r[1], r[2]): r for r in rows[1:]}
     assert all(len(r) == len(CSV_HEADER) for r in rows)
     total = by_key[("total", "")]
-    for i, field in enumerate(CSV_HEADER[2:-1], start=2):
+    for i, field in enumerate(CSV_HEADER[3:-1], start=3):
         assert float(total[i]) == pytest.approx(review["totals"][field], abs=0.005)
     for r in review["by_namespace"]:
-        assert float(by_key[("namespace", r["namespace"])][2]) == pytest.approx(r["allocated_device_hours"], abs=0.005)
+        assert float(by_key[("namespace", r["namespace"])][3]) == pytest.approx(r["allocated_device_hours"], abs=0.005)
     for r in review["by_model"]:
-        assert float(by_key[("model", r["model"])][5]) == pytest.approx(r["leaked_device_hours"], abs=0.005)
+        assert float(by_key[("model", r["model"])][6]) == pytest.approx(r["leaked_device_hours"], abs=0.005)
     claim_row = by_key[("claim", "analytics/report")]
     assert claim_row[-1] == "orphaned-allocation"
-    assert float(claim_row[5]) == pytest.approx(133.75, rel=0.01)
+    assert float(claim_row[6]) == pytest.approx(133.75, rel=0.01)
+
+
+def test_percent() -> None:
+    assert percent(0.625) == "62.5%"
+    assert percent(None) == "n/a"
 
 
 def test_reproducible_from_history_and_arguments_only() -> None:

@@ -64,3 +64,24 @@ def test_settings_fail_at_start_up_naming_the_variable() -> None:
     )
     assert result.returncode != 0
     assert "DJANGO_DEBUG must be 'true' or 'false', got 'maybe'" in result.stderr
+
+
+def test_base_url_is_absolute_without_a_trailing_slash() -> None:
+    from claimline.config import env_base_url
+
+    assert env_base_url("CLAIMLINE_BASE_URL", {}) == ""
+    assert env_base_url("CLAIMLINE_BASE_URL", {"CLAIMLINE_BASE_URL": "https://c.example.com/"}) == "https://c.example.com"
+    assert env_base_url("CLAIMLINE_BASE_URL", {"CLAIMLINE_BASE_URL": "http://proxy/claimline/"}) == "http://proxy/claimline"
+    # The former name is read when the new one is unset; the new one wins.
+    old = {"CLAIMLINE_PUBLIC_URL": "https://old.example.com"}
+    assert env_base_url("CLAIMLINE_BASE_URL", old, fallback="CLAIMLINE_PUBLIC_URL") == "https://old.example.com"
+    both = {**old, "CLAIMLINE_BASE_URL": "https://new.example.com"}
+    assert env_base_url("CLAIMLINE_BASE_URL", both, fallback="CLAIMLINE_PUBLIC_URL") == "https://new.example.com"
+
+
+@pytest.mark.parametrize("raw", ["claimline.example.com", "/c/demo", "ftp://x.example.com", "https://x.example.com/?a=1"])
+def test_a_base_url_that_cannot_make_links_absolute_names_the_variable(raw: str) -> None:
+    from claimline.config import env_base_url
+
+    with pytest.raises(ImproperlyConfigured, match="CLAIMLINE_BASE_URL must"):
+        env_base_url("CLAIMLINE_BASE_URL", {"CLAIMLINE_BASE_URL": raw})

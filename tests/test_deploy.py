@@ -90,7 +90,8 @@ def test_rules_and_dashboard_query_only_exported_metrics(exported_types: dict[st
     assert {
         "claimline_as_of_timestamp_seconds",
         "claimline_collection_failures_since_success",
-        "claimline_flagged_device_hours",
+        "claimline_flagged_device_seconds",
+        "claimline_flagged_devices",
         "claimline_pending_pod_max_age_seconds",
         "claimline_preparation_failed_claims",
         "claimline_inventory_warnings",
@@ -99,7 +100,7 @@ def test_rules_and_dashboard_query_only_exported_metrics(exported_types: dict[st
         "claimline_model_devices_advertised",
         "claimline_model_devices_allocated",
         "claimline_pending_pods",
-        "claimline_flagged_device_hours",
+        "claimline_flagged_device_seconds",
         "claimline_preparation_failed_claims",
         "claimline_preparation_failures_total",
         "claimline_as_of_timestamp_seconds",
@@ -140,6 +141,128 @@ def test_dashboard_queries_parse() -> None:
         if query.startswith("label_values("):
             continue  # Grafana's own function, not PromQL
         promql_parser.parse(query.replace("$cluster", "this"))
+
+
+def _promtool() -> str:
+    """Debian's prometheus package has it (scripts/test installs it when absent)."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    return promtool
+
+
+def test_promtool_checks_the_rules() -> None:
+    out = subprocess.run(
+        [_promtool(), "check", "rules", str(MONITORING / "claimline-rules.yaml")],
+        capture_output=True, text=True, check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"SUCCESS: {len(_rules())} rules found" in out.stdout
+
+
+def test_promtool_unit_tests_of_the_alerts_pass() -> None:
+    """deploy/monitoring/tests/: the alerts fire per namespace, with the values, summaries and links
+    (absolute, read from claimline_dashboard_info) they are meant to have."""
+    out = subprocess.run(
+        [_promtool(), "test", "rules", str(MONITORING / "tests" / "claimline-rules.test.yaml")],
+        capture_output=True, text=True, check=False,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+def test_promtool_unit_tests_fail_on_a_wrong_expectation(tmp_path: Path) -> None:
+    """The unit tests are not vacuous: a wrong link fails them."""
+    text = (MONITORING / "tests" / "claimline-rules.test.yaml").read_text()
+    broken = tmp_path / "broken.test.yaml"
+    broken.write_text(
+        text.replace("../claimline-rules.yaml", str(MONITORING / "claimline-rules.yaml")).replace(
+            "retained/?namespace=batch", "retained/?namespace=elsewhere"
+        )
+    )
+    out = subprocess.run([_promtool(), "test", "rules", str(broken)], capture_output=True, text=True, check=False)
+    assert out.returncode != 0 and "ClaimlineLeakedDevices" in out.stdout + out.stderr
+
+
+def test_alerts_link_to_claimline_pages_and_route_by_namespace() -> None:
+    """No placeholder such as /c/<cluster>/ in any annotation: links come from claimline_dashboard_info.
+    Alerts about workloads keep the namespace label for Alertmanager to route on."""
+    for rule in _rules():
+        text = yaml.safe_dump(rule["annotations"])
+        assert "<cluster>" not in text and "/c/" not in text, rule["alert"]
+        if rule["alert"] != "ClaimlineMetricsAbsent":  # no series, nothing to read a link from
+            assert "claimline_dashboard_info" in rule["annotations"]["link"], rule["alert"]
+    by_name = {rule["alert"]: rule for rule in _rules()}
+    for name in ("ClaimlineLeakedDevices", "ClaimlinePodsWaitingForDevices", "ClaimlinePodsStuckAfterAllocation"):
+        assert "namespace" not in by_name[name]["expr"], name  # kept: nothing aggregates it away
+        assert "{{ $labels.namespace }}" in by_name[name]["annotations"]["summary"], name
+
+
+def _stack_group(panel: dict[str, Any], ref: str) -> str | None:
+    """The stack a query's series join in a timeseries panel (None: not stacked)."""
+    stacking = panel["fieldConfig"]["defaults"].get("custom", {}).get("stacking", {})
+    for override in panel["fieldConfig"].get("overrides", ()):
+        if override["matcher"] == {"id": "byFrameRefID", "options": ref}:
+            for prop in override["properties"]:
+                if prop["id"] == "custom.stacking":
+                    stacking = prop["value"]
+    if stacking.get("mode", "none") == "none":
+        return None
+    return str(stacking.get("group", "A"))  # Grafana's default stack group
+
+
+def test_no_panel_stacks_two_queries_on_each_other() -> None:
+    """Devices and GPU-equivalents count the same hardware twice over (so do device-hours and
+    GPU-equivalent hours): a panel showing both stacks each on its own, never one on the other."""
+    for panel in _dashboard()["panels"]:
+        targets = panel.get("targets", ())
+        if panel["type"] != "timeseries" or len(targets) < 2:
+            continue
+        groups = [_stack_group(panel, t["refId"]) for t in targets]
+        stacked = [g for g in groups if g is not None]
+        assert len(stacked) == len(set(stacked)), (panel["id"], panel["title"], groups)
+
+
+def test_namespaced_families_are_added_up_across_namespaces() -> None:
+    """Pending-Pod and flagged-claim series carry a namespace: a panel by reason sums them (after
+    counting the replicas once), it does not take the largest namespace's."""
+    namespaced = re.compile(r"claimline_(pending_pods|flagged_(claims|devices|device_seconds|gpu_equivalent_seconds))\b")
+    for query in _dashboard_queries():
+        if namespaced.search(query):
+            assert query.startswith("sum by ("), query
+            assert "max without (instance, pod)" in query, query
+
+
+def test_snapshot_age_panel_turns_orange_at_three_collection_intervals() -> None:
+    """Normal age is under CLAIMLINE_COLLECT_INTERVAL (deploy/'s 30 s); Grafana's default 80 s
+    threshold is gone: orange at 3 intervals (the overview's stale), red at the alert's 600 s."""
+    [panel] = [p for p in _dashboard()["panels"] if p["title"] == "Snapshot age"]
+    assert "claimline_snapshot_age_seconds" in panel["targets"][0]["expr"]
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    literals = [x for g in kustomization["configMapGenerator"] for x in g.get("literals", ())]
+    interval = int(next(x.split("=", 1)[1] for x in literals if x.startswith("CLAIMLINE_COLLECT_INTERVAL=")))
+    assert [(s["color"], s["value"]) for s in steps] == [("green", None), ("orange", 3 * interval), ("red", 600)]
+
+
+def test_dashboard_links_back_to_claimline() -> None:
+    """A hidden variable reads the cluster's page from claimline_dashboard_info (CLAIMLINE_BASE_URL),
+    the dashboard links to it, and panels link to the page behind their numbers."""
+    dashboard = _dashboard()
+    [variable] = [v for v in dashboard["templating"]["list"] if v["name"] == "claimline_url"]
+    assert variable["query"]["query"] == 'label_values(claimline_dashboard_info{cluster="$cluster"}, url)'
+    assert [link["url"] for link in dashboard["links"]] == ["${claimline_url}"]
+    urls = {
+        panel["title"]: [link["url"] for link in panel["fieldConfig"]["defaults"].get("links", ())]
+        for panel in dashboard["panels"]
+        if "fieldConfig" in panel
+    }
+    for title, links in urls.items():
+        assert links and all(u.startswith("${claimline_url}") for u in links), title
+    assert "${claimline_url}retained/?namespace=${__field.labels.namespace}" in urls[
+        "Devices held by flagged claims, by namespace"
+    ]
+    assert "${claimline_url}inventory/?node=${__field.labels.node}" in urls["Claims failing preparation by node"]
 
 
 def test_prometheus_rule_carries_the_rules_file() -> None:

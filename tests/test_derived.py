@@ -177,12 +177,12 @@ def test_metrics_are_rendered_when_something_changed_or_the_text_is_old(tmp_path
     dump = tmp_path / "cluster.json"
     dump.write_bytes(b.dump_json(objects))
 
-    def imported(at: datetime) -> str:
+    def imported(at: datetime) -> datetime:
         call_command("import-snapshot", str(dump), "--at", at.isoformat())
-        return MetricsText.objects.get().text
+        return MetricsText.objects.select_related("snapshot").get().snapshot.at
 
-    def describes(text: str, at: datetime) -> bool:
-        return f"claimline_as_of_timestamp_seconds {int(at.timestamp())}\n" in text
+    def describes(rendered_from: datetime, at: datetime) -> bool:
+        return rendered_from == at
 
     assert describes(imported(T0), T0)
     assert describes(imported(T0 + timedelta(minutes=1)), T0)  # only time moved, a minute
@@ -194,6 +194,43 @@ def test_metrics_are_rendered_when_something_changed_or_the_text_is_old(tmp_path
     assert assert_layer_matches_derivation("demo") > 0
     settings.CLAIMLINE_METRICS_REFRESH = 0  # every snapshot rendered
     assert describes(imported(T0 + timedelta(minutes=3)), T0 + timedelta(minutes=3))
+
+
+def test_metrics_serve_the_newest_snapshots_time_and_an_age_computed_when_scraped(
+    tmp_path: Path, settings: Any, admin_client: Client
+) -> None:
+    """The text of an earlier snapshot stands for a later one that changed nothing, but the snapshot's
+    time and age are the later one's, the age counted at the scrape: it never saw-tooths with
+    CLAIMLINE_METRICS_REFRESH. Links are absolute with CLAIMLINE_BASE_URL."""
+    settings.CLAIMLINE_METRICS_REFRESH = 120
+    settings.CLAIMLINE_BASE_URL = "https://claimline.example.com"
+    dump = tmp_path / "cluster.json"
+    dump.write_bytes(b.dump_json(small_cluster()))
+    call_command("import-snapshot", str(dump), "--at", T0.isoformat())
+    later = T0 + timedelta(minutes=1)
+    call_command("import-snapshot", str(dump), "--at", later.isoformat())
+    assert MetricsText.objects.select_related("snapshot").get().snapshot.at == T0  # the text stands
+    before = datetime.now(later.tzinfo)
+    text = admin_client.get("/metrics", secure=True).content.decode()
+    after = datetime.now(later.tzinfo)
+    lines = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+    assert float(lines["claimline_as_of_timestamp_seconds"]) == later.timestamp()
+    age = float(lines["claimline_snapshot_age_seconds"])
+    assert (before - later).total_seconds() - 1 <= age <= (after - later).total_seconds() + 1
+    assert lines['claimline_dashboard_info{url="https://claimline.example.com/c/demo/"}'] == "1"
+    assert text.count("# TYPE claimline_as_of_timestamp_seconds ") == 1
+
+
+def test_metrics_text_stored_by_an_earlier_version_is_served_without_its_own_snapshot_time(
+    demo_history: Any, admin_client: Client
+) -> None:
+    """Stored before the snapshot's time moved to serving, a text starts with it: served once."""
+    old = "# HELP claimline_as_of_timestamp_seconds x\n# TYPE claimline_as_of_timestamp_seconds gauge\n"
+    MetricsText.objects.update(text=old + "claimline_as_of_timestamp_seconds 1\n# HELP claimline_claims y\n")
+    text = admin_client.get("/metrics", secure=True).content.decode()
+    assert text.startswith("# HELP claimline_claims y\n")
+    assert text.count("# TYPE claimline_as_of_timestamp_seconds ") == 1
+    assert "claimline_as_of_timestamp_seconds 1\n" not in text
 
 
 def test_history_from_before_the_layer_is_read_the_old_way_until_rebuilt(

@@ -104,7 +104,7 @@ def test_metrics_exposition(demo_history: Any, admin_client: Client) -> None:
     # The endpoint adds collection health from the snapshot runs: five imports, all ok.
     assert 'claimline_collection_last_run_status{status="ok"} 1' in text
     assert "claimline_collection_failures_since_success 0" in text
-    assert 'claimline_pending_pods{boundary="allocation",reason="selector-unsatisfiable"}' in text
+    assert 'claimline_pending_pods{boundary="allocation",namespace="research",reason="selector-unsatisfiable"}' in text
 
 
 def test_pages_render(demo_history: Any, admin_client: Client) -> None:
@@ -123,7 +123,7 @@ def test_pages_render(demo_history: Any, admin_client: Client) -> None:
         assert response.status_code == 200, url
         assert text in response.content.decode(), url
     csv_text = admin_client.get("/c/demo/review.csv").content.decode()
-    assert csv_text.splitlines()[0].startswith("scope,name,allocated_device_hours")
+    assert csv_text.splitlines()[0].startswith("week,scope,name,allocated_device_hours")
 
 
 def test_search_lands_on_the_pod(demo_history: Any, admin_client: Client) -> None:
@@ -144,3 +144,11 @@ def test_a_recently_read_snapshot_is_not_reloaded(demo_history: Any, django_asse
     from demo.story import stage_times
 
     assert open_history(None, stage_times(demo_history)[0]) is not first
+
+
+def test_retained_page_filters_by_namespace_for_alert_links(demo_history: Any, admin_client: Client) -> None:
+    """An alert's link names the namespace (retained/?namespace=…): the page shows its claims only."""
+    batch = admin_client.get("/c/demo/retained/", {"namespace": "batch"}).content.decode()
+    assert "batch/report-gpu" in batch and 'data-testid="leaks-namespace"' in batch
+    other = admin_client.get("/c/demo/retained/", {"namespace": "research"}).content.decode()
+    assert "batch/report-gpu" not in other and "0 flagged claims" in other

@@ -123,9 +123,10 @@ def test_metrics_give_gpu_equivalents_by_model_and_flagged_gpu_equivalent_hours(
     assert _value(text, "claimline_model_gpu_equivalents_advertised", model=H100) == 1
     assert _value(text, "claimline_model_gpu_equivalents_allocated", model=H100) == 0.5
     assert _value(text, "claimline_model_gpu_equivalents_allocated", model="NVIDIA L40S") == 0.3
-    assert _value(text, "claimline_flagged_gpu_equivalent_hours", reason="unreserved-allocation") == 7.2
-    assert _value(text, "claimline_flagged_gpu_equivalent_hours", reason="stuck-deletion") == 0
-    assert re.search(r"# TYPE claimline_flagged_gpu_equivalent_hours gauge", text)
+    # Seconds, Prometheus' base unit: 7.2 GPU-equivalent hours.
+    assert _value(text, "claimline_flagged_gpu_equivalent_seconds", namespace=NS, reason="unreserved-allocation") == 7.2 * 3600
+    assert _value(text, "claimline_flagged_gpu_equivalent_seconds", namespace="(other)", reason="stuck-deletion") == 0
+    assert re.search(r"# TYPE claimline_flagged_gpu_equivalent_seconds gauge", text)
 
 
 @pytest.mark.django_db

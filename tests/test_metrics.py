@@ -147,7 +147,7 @@ def test_text_parses_with_help_and_type(families: dict[str, dict[str, Any]]) -> 
         "claimline_preparation_failures_total",
         "claimline_runtime_injection_failures",
         "claimline_flagged_claims",
-        "claimline_flagged_device_hours",
+        "claimline_flagged_device_seconds",
     } <= set(families)
 
 
@@ -188,11 +188,12 @@ def test_histograms(families: dict[str, dict[str, Any]]) -> None:
 
 def test_preparation_failures_and_leaks(families: dict[str, dict[str, Any]]) -> None:
     assert value(families, "claimline_preparation_failures_total", namespace=NS, node="node-b") == 7
-    assert value(families, "claimline_flagged_claims", reason="unreserved-allocation") == 1
-    assert value(families, "claimline_flagged_claims", reason="orphaned-allocation") == 0
-    assert value(families, "claimline_flagged_device_hours", reason="unreserved-allocation") == pytest.approx(
-        2 * 3, rel=0.01
-    )
+    assert value(families, "claimline_flagged_claims", namespace=NS, reason="unreserved-allocation") == 1
+    assert value(families, "claimline_flagged_claims", namespace="(other)", reason="orphaned-allocation") == 0
+    # Device-seconds, Prometheus' base unit: 2 devices for 3 hours.
+    assert value(
+        families, "claimline_flagged_device_seconds", namespace=NS, reason="unreserved-allocation"
+    ) == pytest.approx(2 * 3 * 3600, rel=0.01)
 
 
 def test_label_values_are_escaped() -> None:
@@ -212,7 +213,7 @@ def test_reproducible(text: str) -> None:
 def test_empty_cluster_still_declares_families() -> None:
     families = parse(render_metrics(MemoryHistory([(T0, [])])))
     assert families["claimline_devices_advertised"]["samples"] == {}
-    assert value(families, "claimline_flagged_claims", reason="stuck-deletion") == 0
+    assert value(families, "claimline_flagged_claims", namespace="(other)", reason="stuck-deletion") == 0
 
 
 def test_models_pending_pods_and_preparation_by_node(families: dict[str, dict[str, Any]]) -> None:
@@ -224,7 +225,7 @@ def test_models_pending_pods_and_preparation_by_node(families: dict[str, dict[st
     assert value(families, "claimline_model_devices_allocated", **h100) == 1
     # stuck-0: its one claim failed preparation on node-b; ok-0 is running, so it is not pending.
     assert value(families, "claimline_preparation_failed_claims", node="node-b") == 1
-    failed = {"boundary": "preparation", "reason": "preparation-failed"}
+    failed = {"boundary": "preparation", "namespace": NS, "reason": "preparation-failed"}
     assert value(families, "claimline_pending_pods", **failed) == 1
     assert value(families, "claimline_pending_pod_max_age_seconds", **failed) == 3 * 3600
     assert len(families["claimline_pending_pods"]["samples"]) == 1
@@ -286,7 +287,10 @@ def test_pending_pods_agree_with_explain_on_the_demo_story() -> None:
             continue
         verdict = explain(history, pod["metadata"]["namespace"], pod["metadata"]["name"])["verdict"]
         if verdict["boundary"] is not None:
-            key = f'{{boundary="{verdict["boundary"]}",reason="{verdict["reason"]}"}}'
+            key = (
+                f'{{boundary="{verdict["boundary"]}",namespace="{pod["metadata"]["namespace"]}",'
+                f'reason="{verdict["reason"]}"}}'
+            )
             expected[key] = expected.get(key, 0) + 1
     families = parse(render_metrics(history))
     got = {labels: v for (_, labels), v in families["claimline_pending_pods"]["samples"].items()}
@@ -312,3 +316,61 @@ def test_the_layer_finds_every_preparation_failure_reason_by_its_mark() -> None:
     from domain.boundaries.judgement import PREPARE_FAILURE_REASONS
 
     assert all(PREPARE_FAILURE_MARK in reason for reason in PREPARE_FAILURE_REASONS)
+
+
+def test_namespaces_beyond_the_cap_are_added_up_as_other() -> None:
+    """Bounded cardinality: the namespaces with the most waiting Pods (ties by name) are named, the
+    rest share namespace="(other)", its count the sum and its age the oldest."""
+    objs: list[dict[str, Any]] = [b.device_class(), b.node("node-a", T0 - 24 * H)]
+    for i, (ns, pods) in enumerate({"big": 3, "mid": 2, "small-a": 1, "small-b": 1}.items()):
+        objs.append(b.namespace(ns))
+        for j in range(pods):
+            created = T0 + (i + j) * M
+            objs.append(b.pod(ns, f"p{j}", created, claims=[("gpu", {"claim": f"c{j}"})]))
+            objs.append(b.claim(ns, f"c{j}", [b.request()], created))
+    history = MemoryHistory([(T0 + H, objs)])
+    families = parse(render_metrics(history, namespace_cap=2))
+    pending = {k[1]: v for k, v in families["claimline_pending_pods"]["samples"].items()}
+    namespaces = {re.search(r'namespace="([^"]*)"', labels).group(1) for labels in pending}  # type: ignore[union-attr]
+    assert namespaces == {"big", "mid", "(other)"}
+    where = {"boundary": "inventory", "reason": "no-inventory"}
+    assert value(families, "claimline_pending_pods", namespace="(other)", **where) == 2
+    # small-a's Pod (created at T0 + 2 min) is the older of the two added up.
+    assert value(families, "claimline_pending_pod_max_age_seconds", namespace="(other)", **where) == 58 * 60
+    assert 'namespace="(other)"' in families["claimline_pending_pods"]["help"]
+    assert "the 2 namespaces with the most" in families["claimline_pending_pods"]["help"]
+    # A cap of 0 names none: every Pod is in the other bucket.
+    none = parse(render_metrics(history, namespace_cap=0))
+    assert value(none, "claimline_pending_pods", namespace="(other)", **where) == 7
+
+
+def test_served_families_age_and_dashboard_link() -> None:
+    from domain.reports.metrics import Served
+
+    as_of = T0 + 3 * H
+    served = Served(as_of, now=as_of + 45 * timedelta(seconds=1), dashboard_url="https://c.example/c/lab/")
+    families = parse(render_metrics(cluster(), served=served))
+    assert value(families, "claimline_as_of_timestamp_seconds") == as_of.timestamp()
+    assert value(families, "claimline_snapshot_age_seconds") == 45
+    assert value(families, "claimline_dashboard_info", url="https://c.example/c/lab/") == 1
+
+
+def test_promtool_lints_the_exposition_clean() -> None:
+    """`promtool check metrics` (Debian's prometheus package): base units (device-seconds, not
+    device-hours), _total counters, HELP everywhere."""
+    import shutil
+    import subprocess
+
+    from demo.story import DEMO_BASE, demo_snapshots
+    from domain.reports.metrics import Served
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt-get install prometheus)")
+    history = MemoryHistory(demo_snapshots(DEMO_BASE))
+    health = CollectionHealth(last_run_at=history.as_of, last_run_status="ok", failures_since_success=0)
+    served = Served(history.as_of, now=history.as_of, collection=health, dashboard_url="https://c.example/c/demo/")
+    text = render_metrics(history, served=served)
+    assert "claimline_flagged_device_seconds" in text
+    out = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", "")

@@ -408,9 +408,9 @@ def test_weekly_review_email(settings: Any, demo_history: Any) -> None:
     assert totals["leaked_device_hours"] > 0
     assert (
         f"{totals['allocated_device_hours']:.1f} device-hours allocated, "
-        f"{totals['leaked_device_hours']:.1f} held by flagged claims"
+        f"{totals['leaked_device_hours']:.1f} leaked by flagged claims"
     ) in message.subject
-    assert f"Device-hours held by flagged claims: {totals['leaked_device_hours']} " in message.body
+    assert f"Device-hours leaked by flagged claims: {totals['leaked_device_hours']} " in message.body
     assert f"Device-hours allocated: {totals['allocated_device_hours']} " in message.body
     html, mime = message.alternatives[0]
     assert mime == "text/html" and html.count("<svg") == 2 and "batch/report-gpu" in html
@@ -418,8 +418,9 @@ def test_weekly_review_email(settings: Any, demo_history: Any) -> None:
     [(filename, content, mimetype)] = message.attachments
     assert (filename, mimetype) == ("claimline-demo-week-2026-11-16.csv", "text/csv")
     lines = content.splitlines()
-    assert lines[0].startswith("scope,name,allocated_device_hours")
-    assert lines[1].startswith("total,,") and any(line.startswith("claim,batch/report-gpu,") for line in lines)
+    assert lines[0].startswith("week,scope,name,allocated_device_hours")
+    assert lines[1].startswith("2026-11-16,total,,")
+    assert any(line.startswith("2026-11-16,claim,batch/report-gpu,") for line in lines)
 
 
 @pytest.mark.django_db

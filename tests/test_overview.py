@@ -210,7 +210,7 @@ def test_review_headers_weeks_and_print_view(clients: dict[str, Client]) -> None
     printable = client.get("/c/demo/review/", {"print": "1"}).content.decode()
     assert '<body class="print"' in printable and 'data-testid="review-table"' in printable
     # The CSV keeps its machine-readable header.
-    assert client.get("/c/demo/review.csv").content.decode().startswith("scope,name,allocated_device_hours")
+    assert client.get("/c/demo/review.csv").content.decode().startswith("week,scope,name,allocated_device_hours")
 
 
 @pytest.mark.django_db

@@ -72,7 +72,8 @@ FLAT_FIELDS = (
     "leaked_gpu_equivalent_hours",
 )
 Hours = dict[str, float]
-CSV_HEADER = ["scope", "name", *FLAT_FIELDS, "reason"]
+# The week's Monday (YYYY-MM-DD) first, so CSVs of several weeks can be concatenated and told apart.
+CSV_HEADER = ["week", "scope", "name", *FLAT_FIELDS, "reason"]
 # The page's names for the CSV's columns and scopes.
 TABLE_HEADER = [
     "Scope",
@@ -337,6 +338,12 @@ def _share(part: float, whole: float) -> float | None:
     return round(part / whole, 4) if whole > 0 else None
 
 
+def percent(share: float | None) -> str:
+    """A share (``utilization``, ``leaked_share``) as the page and the e-mail show it: ``62.5%``, or
+    ``n/a`` when nothing was advertised (or allocated) to divide by."""
+    return "n/a" if share is None else f"{share * 100:.1f}%"
+
+
 def _breakdown(
     allocated: list[Piece], leaked: list[Piece], week: Window, prev: Window, key: Callable[[Piece], str]
 ) -> tuple[list[str], Callable[[str], dict[str, Any]]]:
@@ -527,10 +534,13 @@ def _offenders(
 
 
 def review_csv_rows(review: dict[str, Any]) -> list[list[str]]:
-    """The review's table as CSV rows: a header, the total, then namespaces, models and top offenders."""
+    """The review's table as CSV rows: a header, the total, then namespaces, models and top offenders,
+    each starting with the week's Monday."""
+
+    week = str(review["week"]["start"])[:10]
 
     def row(scope: str, name: str, values: dict[str, Any], reason: str = "") -> list[str]:
-        return [scope, name, *(f"{float(values[f]):.2f}" for f in FLAT_FIELDS), reason]
+        return [week, scope, name, *(f"{float(values[f]):.2f}" for f in FLAT_FIELDS), reason]
 
     rows = [list(CSV_HEADER), row("total", "", review["totals"])]
     rows += [row("namespace", r["namespace"], r) for r in review["by_namespace"]]
@@ -546,6 +556,6 @@ def _signed(value: str) -> str:
 def review_table(review: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """The CSV's rows for reading on a page: column and scope names in words, changes signed."""
     rows = []
-    for scope, name, a, pa, da, lk, pl, dl, eq_a, eq_l, reason in review_csv_rows(review)[1:]:
+    for _week, scope, name, a, pa, da, lk, pl, dl, eq_a, eq_l, reason in review_csv_rows(review)[1:]:
         rows.append([SCOPE_NAMES.get(scope, scope), name, a, pa, _signed(da), lk, pl, _signed(dl), eq_a, eq_l, reason])
     return list(TABLE_HEADER), rows

@@ -55,6 +55,12 @@ ALLOCATION_WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 3600, 6 * 3600, 24 * 3600
 PREPARATION_BUCKETS = (1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 Labels = tuple[tuple[str, str], ...]
+# The namespaces named in the namespaced families (pending Pods, flagged claims): the N with the most,
+# the rest added up under OTHER_NAMESPACE, so a cluster of thousands of namespaces exports a bounded
+# number of series (Alertmanager routes on ``namespace``). No Kubernetes namespace can be named so.
+NAMESPACE_CAP = 20
+OTHER_NAMESPACE = "(other)"
+HOUR = 3600.0
 
 
 @dataclass(frozen=True)
@@ -244,7 +250,9 @@ def pod_counts(verdict: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]) 
     )
 
 
-def _boundary_families(history: HistoryView, inventory: Inventory, known: Known) -> list[Family]:
+def _boundary_families(
+    history: HistoryView, inventory: Inventory, known: Known, namespace_cap: int = NAMESPACE_CAP
+) -> list[Family]:
     by_state = Family(
         "claim_boundaries",
         "gauge",
@@ -266,13 +274,18 @@ def _boundary_families(history: HistoryView, inventory: Inventory, known: Known)
         "Claims of live Pods whose preparation boundary failed, by the node that failed to prepare them.",
     )
     pending = Family(
-        "pending_pods", "gauge", "Live Pods with claims whose verdict is not ok, by verdict boundary and reason."
+        "pending_pods",
+        "gauge",
+        "Live Pods with claims whose verdict is not ok, by namespace, verdict boundary and reason; "
+        f"{_capped(namespace_cap)}",
     )
     oldest = Family(
         "pending_pod_max_age_seconds",
         "gauge",
-        "Seconds since creation of the oldest live Pod with that verdict boundary and reason.",
+        "Seconds since creation of the oldest live Pod with that namespace, verdict boundary and reason; "
+        f"{_capped(namespace_cap)}",
     )
+    waiting: list[tuple[str, dict[str, str], float]] = []
     for boundary in BOUNDARIES:
         for state in BOUNDARY_STATES:
             by_state.set(0, boundary=boundary, state=state)
@@ -287,7 +300,8 @@ def _boundary_families(history: HistoryView, inventory: Inventory, known: Known)
             lifecycles = claim_lifecycles(history, pod, inventory=inventory)
             counts = pod_counts(choose_verdict(pod, lifecycles), (lc.to_dict() for lc in lifecycles))
         verdict, claims = counts
-        _count_pending(pending, oldest, history, pod, {"boundary": verdict[0], "reason": verdict[1]})
+        if verdict[0] is not None:
+            waiting.append((namespace, {"boundary": str(verdict[0]), "reason": str(verdict[1])}, _age(history, pod)))
         for claim_key, states, runtime_reason, claim_node in claims:
             key = (uid_of(pod), claim_key)
             if key in seen:
@@ -301,19 +315,35 @@ def _boundary_families(history: HistoryView, inventory: Inventory, known: Known)
                 unhealthy.add(1, namespace=namespace, node=claim_node or node)
             if states["preparation"] == FAILED:
                 prep_failed.add(1, node=claim_node or node)
+    named = _top_namespaces(namespace_cap, ((ns, 1.0) for ns, _, _ in waiting))
+    for ns, where, age in waiting:
+        label = ns if ns in named else OTHER_NAMESPACE
+        pending.add(1, namespace=label, **where)
+        oldest.maximum(age, namespace=label, **where)
     return [by_state, injection, unhealthy, prep_failed, pending, oldest]
 
 
-def _count_pending(
-    pending: Family, oldest: Family, history: HistoryView, pod: Object, verdict: Mapping[str, Any]
-) -> None:
+def _age(history: HistoryView, pod: Object) -> float:
     """A Pod counts from its creation: how long it has waited is what "pending for N minutes" means."""
-    if verdict["boundary"] is None:
-        return
-    where = {"boundary": str(verdict["boundary"]), "reason": str(verdict["reason"])}
-    pending.add(1, **where)
     created = parse_time(meta(pod).get("creationTimestamp"))
-    oldest.maximum(max((history.as_of - created).total_seconds(), 0.0) if created else 0.0, **where)
+    return max((history.as_of - created).total_seconds(), 0.0) if created else 0.0
+
+
+def _capped(cap: int) -> str:
+    return (
+        f"the {cap} namespaces with the most are named, the rest are added up as namespace=\"{OTHER_NAMESPACE}\""
+        if cap
+        else f"every namespace is added up as namespace=\"{OTHER_NAMESPACE}\""
+    )
+
+
+def _top_namespaces(cap: int, weights: Iterable[tuple[str, float]]) -> set[str]:
+    """The ``cap`` namespaces of the largest total weight (ties: by name), named in the namespaced
+    families; the rest share OTHER_NAMESPACE, so the series stay bounded however many namespaces."""
+    totals: dict[str, float] = {}
+    for namespace, weight in weights:
+        totals[namespace] = totals.get(namespace, 0.0) + weight
+    return set(sorted(totals, key=lambda ns: (-totals[ns], ns))[:cap])
 
 
 def _allocation_waits(history: HistoryView) -> list[float]:
@@ -372,24 +402,46 @@ def _preparation_failures(history: HistoryView, known: Known) -> Family:
     return family
 
 
-def _leak_families(history: HistoryView, thresholds: Thresholds, leaks: Mapping[str, Any] | None) -> list[Family]:
-    flagged = Family("flagged_claims", "gauge", "Claims flagged as holding devices they should not, by reason.")
-    hours = Family("flagged_device_hours", "gauge", "Device-hours held since allocation by flagged claims, by reason.")
-    devices = Family("flagged_devices", "gauge", "Devices held by flagged claims, by reason.")
-    equivalents = Family(
-        "flagged_gpu_equivalent_hours",
+def _leak_families(
+    history: HistoryView,
+    thresholds: Thresholds,
+    leaks: Mapping[str, Any] | None,
+    namespace_cap: int = NAMESPACE_CAP,
+) -> list[Family]:
+    capped = _capped(namespace_cap)
+    flagged = Family(
+        "flagged_claims",
         "gauge",
-        "GPU-equivalent hours held since allocation by flagged claims (a partition or share counts its fraction).",
+        f"Claims flagged as holding devices they should not, by namespace and reason; {capped}.",
     )
+    # Seconds, Prometheus' base unit (the leaks report's device-hours are this / 3600).
+    seconds = Family(
+        "flagged_device_seconds",
+        "gauge",
+        "Device-seconds (devices x seconds, /3600 for the leaks report's device-hours) held since allocation by "
+        f"flagged claims, by namespace and reason; {capped}.",
+    )
+    devices = Family("flagged_devices", "gauge", f"Devices held by flagged claims, by namespace and reason; {capped}.")
+    equivalents = Family(
+        "flagged_gpu_equivalent_seconds",
+        "gauge",
+        "GPU-equivalent seconds (/3600 for GPU-equivalent hours) held since allocation by flagged claims, a partition "
+        f"or share counting its fraction, by namespace and reason; {capped}.",
+    )
+    # Declared at zero under OTHER_NAMESPACE so an alert or a panel has a series before the first flag.
     for reason in REASONS:
-        for family in (flagged, hours, devices, equivalents):
-            family.set(0, reason=reason)
-    for claim in (leaks if leaks is not None else find_leaks(history, thresholds))["claims"]:
-        flagged.add(1, reason=claim["reason"])
-        hours.add(float(claim["device_hours"]), reason=claim["reason"])
-        devices.add(len(claim["devices"]), reason=claim["reason"])
-        equivalents.add(float(claim["gpu_equivalent_hours"]), reason=claim["reason"])
-    return [flagged, devices, hours, equivalents]
+        for family in (flagged, seconds, devices, equivalents):
+            family.set(0, namespace=OTHER_NAMESPACE, reason=reason)
+    claims = (leaks if leaks is not None else find_leaks(history, thresholds))["claims"]
+    named = _top_namespaces(namespace_cap, ((c["namespace"], float(len(c["devices"]))) for c in claims))
+    for claim in claims:
+        where = {"namespace": claim["namespace"] if claim["namespace"] in named else OTHER_NAMESPACE}
+        where["reason"] = claim["reason"]
+        flagged.add(1, **where)
+        seconds.add(float(claim["device_hours"]) * HOUR, **where)
+        devices.add(len(claim["devices"]), **where)
+        equivalents.add(float(claim["gpu_equivalent_hours"]) * HOUR, **where)
+    return [flagged, devices, seconds, equivalents]
 
 
 def _collection_families(health: CollectionHealth) -> list[Family]:
@@ -410,21 +462,60 @@ def _collection_families(health: CollectionHealth) -> list[Family]:
     return [last_run, status, failures]
 
 
-def families(
-    history: HistoryView,
-    thresholds: Thresholds | None = None,
-    collection: CollectionHealth | None = None,
-    known: Known | None = None,
-) -> list[Family]:
-    """Every family as of ``history.as_of``; ``known``: what the caller has read of it already."""
-    known = known or Known()
-    inventory = Inventory.of(history.state)
+@dataclass(frozen=True)
+class Served:
+    """The families a scrape adds to the text rendered after a derivation: cheap, so computed when
+    served. A stored text stands for later snapshots that changed nothing (CLAIMLINE_METRICS_REFRESH),
+    so ``as_of`` is the newest usable snapshot, not the one the text was rendered from, and the age
+    does not saw-tooth with the refresh."""
+
+    as_of: datetime  # the newest usable snapshot, which the rest describes
+    now: datetime | None = None  # the scrape's time: claimline_snapshot_age_seconds (none in tests)
+    collection: CollectionHealth | None = None  # the run-health families
+    dashboard_url: str | None = None  # the cluster's page: claimline_dashboard_info{url}
+
+
+def served_families(served: Served) -> list[Family]:
     as_of = Family(
         "as_of_timestamp_seconds",
         "gauge",
         "Unix time of the snapshot these metrics describe: the newest usable (ok or partial) one.",
     )
-    as_of.set(history.as_of.timestamp())
+    as_of.set(served.as_of.timestamp())
+    out = [as_of]
+    if served.now is not None:
+        age = Family(
+            "snapshot_age_seconds",
+            "gauge",
+            "Seconds from the newest usable snapshot to this scrape (computed when served; normally under "
+            "CLAIMLINE_COLLECT_INTERVAL while watching or polling).",
+        )
+        age.set(max((served.now - served.as_of).total_seconds(), 0.0))
+        out.append(age)
+    if served.dashboard_url is not None:
+        info = Family(
+            "dashboard_info",
+            "gauge",
+            "Always 1; url is the cluster's page in Claimline (absolute with CLAIMLINE_BASE_URL), for alert "
+            "annotations and dashboard links.",
+        )
+        info.set(1, url=served.dashboard_url)
+        out.append(info)
+    if served.collection is not None:
+        out.extend(_collection_families(served.collection))
+    return out
+
+
+def families(
+    history: HistoryView,
+    thresholds: Thresholds | None = None,
+    known: Known | None = None,
+    namespace_cap: int = NAMESPACE_CAP,
+) -> list[Family]:
+    """Every family rendered after a derivation, as of ``history.as_of``; ``known``: what the caller
+    has read of it already. The ``Served`` families complete them."""
+    known = known or Known()
+    inventory = Inventory.of(history.state)
     wait = Family("allocation_wait_seconds", "histogram", "Live claims: creationTimestamp to allocationTimestamp.")
     wait.observe_all(_allocation_waits(history), ALLOCATION_WAIT_BUCKETS)
     prep = Family(
@@ -434,17 +525,34 @@ def families(
     )
     prep.observe_all(_preparation_times(history), PREPARATION_BUCKETS)
     return [
-        as_of,
         *_inventory_families(history, inventory),
         _claim_state_family(history),
-        *_boundary_families(history, inventory, known),
+        *_boundary_families(history, inventory, known, namespace_cap),
         wait,
         prep,
         _preparation_failures(history, known),
-        *_leak_families(history, thresholds or Thresholds(), known.leaks),
+        *_leak_families(history, thresholds or Thresholds(), known.leaks, namespace_cap),
         _warning_family(history, known.audit),
-        *(_collection_families(collection) if collection else ()),
     ]
+
+
+def _text(families: Iterable[Family]) -> str:
+    return "\n".join(line for family in families for line in family.render()) + "\n"
+
+
+def render_stored(
+    history: HistoryView,
+    thresholds: Thresholds | None = None,
+    known: Known | None = None,
+    namespace_cap: int = NAMESPACE_CAP,
+) -> str:
+    """The text a derivation stores: every family but the ``Served`` ones, which ``render_served`` adds."""
+    return _text(families(history, thresholds, known, namespace_cap))
+
+
+def render_served(served: Served) -> str:
+    """The ``Served`` families: appended to a stored text, they make the whole exposition."""
+    return _text(served_families(served))
 
 
 def render_metrics(
@@ -452,18 +560,13 @@ def render_metrics(
     thresholds: Thresholds | None = None,
     collection: CollectionHealth | None = None,
     known: Known | None = None,
+    namespace_cap: int = NAMESPACE_CAP,
+    served: Served | None = None,
 ) -> str:
-    """The exposition text; ends with a newline as the format requires.
+    """The whole exposition text; ends with a newline as the format requires.
 
     ``collection`` adds the run-health families; without it (a dump, a test) they are left out.
+    ``served`` (with its own ``collection``) replaces what is added after the stored part.
     """
-    lines: list[str] = []
-    for family in families(history, thresholds, collection, known):
-        lines.extend(family.render())
-    return "\n".join(lines) + "\n"
-
-
-def render_collection(health: CollectionHealth) -> str:
-    """The run-health families alone: ``render_metrics`` without them, then this, is the whole text
-    (they come last), so a text rendered at collection time can be completed when it is served."""
-    return "\n".join(line for family in _collection_families(health) for line in family.render()) + "\n"
+    served = served or Served(history.as_of, collection=collection)
+    return render_stored(history, thresholds, known, namespace_cap) + render_served(served)
