@@ -371,7 +371,6 @@ def test_a_noexecute_device_taint_evicts_the_holder(control_plane: ControlPlane,
 
     collect(real)
     verdict = explain("evict", "victim")["verdict"]
-    if verdict["reason"] != "device-taint-eviction":
-        pytest.xfail(f"Claimline does not derive device-taint-eviction yet (it says {verdict['reason']})")
+    assert verdict["reason"] == "device-taint-eviction", verdict
     assert verdict["boundary"] == "inventory"
     assert device in verdict["message"] and "example.com/ecc" in verdict["message"], verdict
