@@ -1,5 +1,5 @@
 """End to end against a real control plane: Kubernetes 1.37's kube-apiserver, kube-scheduler and
-kube-controller-manager (tests/control_plane.py) decide; Claimline collects through its kubeconfig and explains.
+kube-controller-manager (demo/control_plane.py) decide; Claimline collects through its kubeconfig and explains.
 
 Each case builds its own Node (its status set through the API, as a kubelet would: no kubelet runs), a
 ResourceSlice of two GPUs (driver gpu.example.com) and a DeviceClass that selects only that node's devices, so
@@ -31,7 +31,7 @@ from django.core.management import call_command
 from claimline.pipeline import collect_and_derive
 from collector.models import Snapshot
 from collector.sources import ClusterSource
-from tests.control_plane import ControlPlane, binaries_dir, wait_for
+from demo.control_plane import ControlPlane, binaries_dir, wait_for
 
 pytestmark = [
     pytest.mark.skipif(binaries_dir() is None, reason="control plane not built (scripts/build-control-plane)"),
