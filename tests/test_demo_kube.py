@@ -5,6 +5,7 @@ through its kubeconfig as any cluster is."""
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import UTC, datetime
 from io import StringIO
 from typing import Any
@@ -15,8 +16,8 @@ from django.core.management import call_command
 from claimline.pipeline import collect_and_derive
 from collector.models import ObjectVersion, Snapshot
 from collector.sources import ClusterSource
-from demo.control_plane import ControlPlane, binaries_dir
-from demo.kube import apply_story, story_objects
+from demo.control_plane import ControlPlane, binaries_dir, kubectl_path
+from demo.kube import _pod_status, apply_story, story_objects
 
 pytestmark = [
     pytest.mark.skipif(binaries_dir() is None, reason="control plane not built (scripts/build-control-plane)"),
@@ -72,3 +73,23 @@ def test_the_story_applied_to_a_real_control_plane_is_what_claimline_collects(
     assert allocation["state"] == "ok", allocation
     devices = sorted(e["device"] for e in allocation["evidence"] if e.get("kind") == "AllocationResult")
     assert devices == ["gpu-0", "gpu-1"], allocation["evidence"]
+
+    # kubectl with the kubeconfig scripts/demo --kube prints.
+    kubectl = kubectl_path()
+    if kubectl is not None:
+        out = subprocess.run([str(kubectl), "--kubeconfig", str(control_plane.kubeconfig), "get", "resourceclaims",
+                              "-n", "inference", "-o", "name"], capture_output=True, text=True, timeout=60, check=False)
+        assert out.returncode == 0, out.stderr
+        assert "resourceclaim.resource.k8s.io/llama-serve-0-gpu-0b5e9" in out.stdout.split()
+
+
+def test_kubelet_device_health_is_named_as_the_api_server_validates_it() -> None:
+    pod = {
+        "spec": {"containers": [
+            {"name": "main", "resources": {"claims": [{"name": "gpu"}, {"name": "pair", "request": "left"}]}}]},
+        "status": {"containerStatuses": [{"name": "main", "allocatedResourcesStatus": [
+            {"name": "claim:gpu/gpu", "resources": []}, {"name": "claim:pair/left", "resources": []}]}]},
+    }
+    names = [h["name"] for h in _pod_status(pod)["containerStatuses"][0]["allocatedResourcesStatus"]]
+    assert names == ["claim:gpu", "claim:pair/left"]
+    assert pod["status"]["containerStatuses"][0]["allocatedResourcesStatus"][0]["name"] == "claim:gpu/gpu"
