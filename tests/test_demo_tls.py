@@ -5,8 +5,12 @@ plain HTTP, so the demo serves HTTPS)."""
 from __future__ import annotations
 
 import base64
+import os
+import signal
+import socket
 import ssl
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ from demo.pki import serving_pki
 from demo.source import demo_kubeconfig, published_kubeconfig
 
 DRIVER = "gpu.example.com"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def stage(claim_state: str) -> list[dict[str, Any]]:
@@ -143,3 +148,45 @@ def test_the_demo_publishes_a_kubeconfig_kubectl_can_use(tmp_path: Path) -> None
     assert out.returncode == 0, out.stderr
     rows = [line.split()[:2] for line in out.stdout.splitlines()[1:]]
     assert ["batch", "report-gpu"] in rows, out.stdout
+
+
+def test_scripts_demo_prints_a_kubectl_command_that_works(tmp_path: Path) -> None:
+    """``scripts/demo ADDR:PORT`` as a first-time user runs it (its own SQLite in a fresh var folder): it says
+    where the kubeconfig is, and the kubectl command it prints lists the demo's claims."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CLAIMLINE_CLUSTERS")}
+    env["CLAIMLINE_VAR_DIR"] = str(tmp_path / "var")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen([str(ROOT / "scripts" / "demo"), f"127.0.0.1:{port}"], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines: list[str] = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line.rstrip())
+            if "kubectl --kubeconfig" in line and "get resourceclaims -A" in line:
+                break
+        printed = lines[-1].split()
+        assert printed[:2] == ["kubectl", "--kubeconfig"], lines
+        kubeconfig = Path(printed[2])
+        assert kubeconfig == tmp_path / "var" / "demo-kubeconfig"
+        assert f"demo: dashboard at http://127.0.0.1:{port}/" in lines
+        deadline = time.monotonic() + 120
+        while not kubeconfig.exists():
+            assert process.poll() is None and time.monotonic() < deadline, lines
+            time.sleep(0.2)
+        assert not any("WARNING" in line or "setuptools" in line for line in lines), lines
+        if kubectl_path() is None:
+            pytest.skip("no kubectl (scripts/build-control-plane builds one)")
+        out = subprocess.run([str(kubectl_path()), *printed[1:]], capture_output=True, text=True, timeout=60,
+                             check=False)
+        assert out.returncode == 0, out.stderr
+        assert ["batch", "report-gpu"] in [row.split()[:2] for row in out.stdout.splitlines()], out.stdout
+    finally:
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
