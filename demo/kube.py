@@ -41,6 +41,8 @@ _ORDER = (
     "Namespace", "Node", "DeviceClass", "ResourceSlice", "DeviceTaintRule", "Workload", "PodGroup",
     "ResourceClaimTemplate",
 )
+# Kinds a control plane serves only with their feature gates on (gang scheduling).
+_OPTIONAL = ("Workload", "PodGroup")
 # Owners created here, whose references are kept (rewritten to the new UID).
 _OWNERS = {"Node", "Pod", "PodGroup", "Workload"}
 # Held back from the scheduler while the story is applied: a pending Pod is placed only once its claims stand
@@ -132,9 +134,9 @@ class _Applier:
         try:
             made: dict[str, Any] = self.api.create(_path(obj, plural), body)
         except urllib.error.HTTPError as exc:
-            if exc.code == 404 and not obj["metadata"].get("namespace") or exc.code == 404 and obj["kind"] in (
-                "Workload", "PodGroup"
-            ):
+            # 404 on a create: the kind is not served (a missing namespace would be a 404 too, but the story's
+            # are made first; an optional kind is the likely one).
+            if exc.code == 404 and (not obj["metadata"].get("namespace") or obj["kind"] in _OPTIONAL):
                 self.done.not_served.add(obj["kind"])
                 return None
             if exc.code == 409 and obj["kind"] == "Namespace":  # default, kube-system: there already
