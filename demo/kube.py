@@ -186,24 +186,6 @@ class _Applier:
             self.done.problems.append(f"{_label(obj)} delete: {_refusal(exc)}")
 
 
-def _pod_status(pod: dict[str, Any]) -> dict[str, Any]:
-    """The Pod's status as the API server validates it: kubelet names a device's health ``claim:<pod claim>``
-    when the container's claim names no request, ``claim:<pod claim>/<request>`` when it does."""
-    status = copy.deepcopy(pod["status"])
-    requests = {
-        (container["name"], claim["name"]): claim.get("request")
-        for container in pod["spec"].get("containers") or []
-        for claim in (container.get("resources") or {}).get("claims") or []
-    }
-    for container in status.get("containerStatuses") or []:
-        for health in container.get("allocatedResourcesStatus") or []:
-            name = str(health.get("name", ""))
-            pod_claim = name.removeprefix("claim:").split("/")[0]
-            if name.startswith("claim:") and not requests.get((container["name"], pod_claim)):
-                health["name"] = f"claim:{pod_claim}"
-    return status
-
-
 def apply_story(api: Api, objects: Iterable[dict[str, Any]]) -> Applied:
     """Create ``objects`` (one stage of the demo story) through ``api``; what was made and refused."""
     objects = list(objects)
@@ -245,7 +227,7 @@ def apply_story(api: Api, objects: Iterable[dict[str, Any]]) -> Applied:
     story_claims = {c["metadata"]["name"] for c in by_kind.get("ResourceClaim", [])}
     for pod in pods:
         if pod.get("status"):
-            applier.set_status(pod, _pod_status(pod))
+            applier.set_status(pod, pod["status"])
         applier.drop_duplicates(pod, story_claims)
         if not pod["spec"].get("nodeName"):
             applier.patch(pod, {"spec": {"schedulingGates": pod["spec"].get("schedulingGates")}})
