@@ -93,8 +93,8 @@ def write_snapshot(
     with transaction.atomic():
         # Writers of one cluster take turns (collector.locks.HistoryLease); should a lease have lapsed
         # meanwhile, the cluster's row serializes the writes and history still only moves forward.
-        name = Cluster.objects.select_for_update().values_list("name", flat=True).get(pk=cluster_id)
-        _check_order(cluster_id, name, at, exclude=snapshot.pk)
+        cluster_name = Cluster.objects.select_for_update().values_list("name", flat=True).get(pk=cluster_id)
+        _check_order(cluster_id, cluster_name, at, exclude=snapshot.pk)
         heads: dict[tuple[str, str], tuple[int, str, bool]] = {
             (kind, uid): (pk, digest, deleted)
             for pk, kind, uid, digest, deleted in ObjectVersion.objects.filter(
@@ -174,8 +174,8 @@ def write_snapshot(
         )
     snapshot.refresh_from_db()
     log.info(
-        "snapshot %s of %s: %d objects, %d versions, %d deletions",
-        snapshot.pk, snapshot.cluster_id, seen_count, versions_written, deletions,
+        "snapshot %s of cluster %s: %d objects, %d versions, %d deletions",
+        snapshot.pk, cluster_name, seen_count, versions_written, deletions,
     )
     return WriteResult(seen_count, versions_written, deletions)
 
@@ -224,6 +224,8 @@ def write_changes(
     already deleted or never stored) writes nothing, so a change told twice is stored once.
     """
     cluster_id = snapshot.cluster_id
+    # start_snapshot's Snapshot holds its Cluster: no query for the log line below.
+    cluster_name = snapshot.cluster.name
     with transaction.atomic():
         wanted: dict[str, set[str]] = {}
         for change in changes:
@@ -283,8 +285,8 @@ def write_changes(
         )
     snapshot.refresh_from_db()
     log.info(
-        "watched changes %s of %s: %d versions, %d deletions",
-        snapshot.pk, snapshot.cluster_id, versions_written, deletions,
+        "watched changes %s of cluster %s: %d versions, %d deletions",
+        snapshot.pk, cluster_name, versions_written, deletions,
     )
     return WriteResult(objects_seen, versions_written, deletions)
 

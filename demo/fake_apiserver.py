@@ -12,10 +12,12 @@ HTTP, from a resourceVersion (410 Expired once it is older than the kept window)
 with ``resourceVersionMatch=NotOlderThan``: the objects as ADDED events, then a BOOKMARK
 annotated ``k8s.io/initial-events-end``); field and label selectors on lists and watches
 (an object leaving a watch's selection is DELETED, one entering it ADDED); and the Table
-answers kubectl asks for (``fake_tables``).
+answers kubectl asks for (``fake_tables``). With ``tls`` (``demo.pki``) it serves HTTPS and its kubeconfig
+carries the CA (``certificate-authority-data``), as the demo runs it: kubectl sends no bearer token over plain
+HTTP, and the official client verifies the certificate as it would a cluster's.
 
     python -m demo.fake_apiserver --scenario DIR [--host H] [--port P]
-        [--kubeconfig PATH] [--page-size N] [--bookmark-interval S] [--verbose]
+        [--kubeconfig PATH] [--tls] [--page-size N] [--bookmark-interval S] [--verbose]
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ import contextlib
 import dataclasses
 import hashlib
 import os
+import shutil
 import signal
 import socket
+import ssl
 import sys
 import tempfile
 import threading
@@ -49,6 +53,7 @@ import yaml
 from demo import fake_tables as tables
 from demo.fake_selectors import Matcher, SelectorError, combined, field_matcher, label_matcher
 from demo.fake_tables import wants_table
+from demo.pki import ServingPki, serving_pki
 
 GIT_VERSION = "v1.36.1"
 RESOURCE_GROUP = "resource.k8s.io"
@@ -541,10 +546,19 @@ def _json(data: Any, status: int = 200) -> _Response:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     fake: FakeApiServer
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        conn, address = super().get_request()
+        if self.tls is not None:
+            # The handshake happens in the request's own thread (_Handler.setup): a slow or plain-HTTP client
+            # must not hold up accepting the next connection.
+            conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        return conn, address
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # clients dropping connections (timeouts, stop()) are expected here
-        if not isinstance(sys.exc_info()[1], ConnectionError):
+        # clients dropping connections (timeouts, stop()) and failed TLS handshakes are expected here
+        if not isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError | TimeoutError):
             super().handle_error(request, client_address)
 
 
@@ -558,6 +572,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
 
     def setup(self) -> None:
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(10)
+            self.request.do_handshake()
+            self.request.settimeout(None)
         super().setup()
         # small header and body writes otherwise wait on the client's delayed ACK (~40 ms)
         with contextlib.suppress(OSError):
@@ -617,7 +635,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(response.body)
             if not self.path.startswith("/_fake"):  # what a client of the API reads, not the test's controls
                 fake._sent(len(response.body))
-        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, ssl.SSLError):
             # the client gave up (e.g. its timeout fired during a delay fault)
             self.close_connection = True
 
@@ -669,10 +687,13 @@ class FakeApiServer:
         expired_watch: str = "event",
         clock: Callable[[], datetime] | None = None,
         served: dict[str, str | None] | None = None,
+        tls: ServingPki | None = None,
     ):
         """``served``: kind → the version this server serves it at instead of the default, or None
-        for a kind it does not serve at all (an older Kubernetes, a feature gate off)."""
+        for a kind it does not serve at all (an older Kubernetes, a feature gate off). ``tls``: serve
+        HTTPS with this certificate (its CA goes into ``write_kubeconfig``'s kubeconfig)."""
         self.cluster = cluster
+        self.tls = tls
         versions: dict[str, str | None] = {r.kind: r.api_version for r in RESOURCES}
         for kind, version in (served or {}).items():
             if kind not in versions or (version is not None and version not in BY_KIND[kind].versions):
@@ -724,11 +745,13 @@ class FakeApiServer:
         cls = _HTTPServer6 if ":" in self.host else _HTTPServer
         httpd = cls((self.host, self.port), _Handler)
         httpd.fake = self
+        if self.tls is not None:
+            httpd.tls = _server_context(self.tls)
         self._httpd = httpd
         self._stopping.clear()
         port = self.port = int(httpd.server_address[1])
         host = f"[{self.host}]" if ":" in self.host else self.host
-        self._url = f"http://{host}:{port}"
+        self._url = f"{'https' if self.tls is not None else 'http'}://{host}:{port}"
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="fake-apiserver"
         )
@@ -823,10 +846,13 @@ class FakeApiServer:
 
     def write_kubeconfig(self, path: str | os.PathLike[str], context: str = "fake") -> None:
         user: dict[str, Any] = {"token": self.token} if self.token is not None else {}
+        cluster: dict[str, Any] = {"server": self.url}
+        if self.tls is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(self.tls.ca_cert).decode()
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": context, "cluster": {"server": self.url}}],
+            "clusters": [{"name": context, "cluster": cluster}],
             "users": [{"name": context, "user": user}],
             "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
             "current-context": context,
@@ -1231,6 +1257,20 @@ class FakeApiServer:
         }
 
 
+def _server_context(pki: ServingPki) -> ssl.SSLContext:
+    """A server-side TLS context with ``pki``'s certificate (the ssl module loads keys only from files: they
+    are written to a private temporary folder and removed once loaded)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    folder = Path(tempfile.mkdtemp(prefix="claimline-tls-"))
+    try:
+        _ca, cert, key = pki.write(folder)
+        context.load_cert_chain(cert, key)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return context
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -1246,6 +1286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--kubeconfig", help="write a kubeconfig pointing at this server here")
     parser.add_argument("--token", default="fake-token")
+    parser.add_argument("--tls", action="store_true", help="serve HTTPS with a CA of its own (in the kubeconfig)")
     parser.add_argument("--page-size", type=int, default=None, help="cap every list page at N items")
     parser.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
     parser.add_argument("--no-watch-list", action="store_true", help="refuse sendInitialEvents (no WatchList)")
@@ -1262,6 +1303,7 @@ def main(argv: list[str] | None = None) -> int:
         verbose=args.verbose,
         bookmark_interval=args.bookmark_interval,
         watch_list=not args.no_watch_list,
+        tls=serving_pki("fake-kube-apiserver") if args.tls else None,
     )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())

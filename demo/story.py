@@ -310,7 +310,7 @@ def _healthy_llama(st: _Stage) -> None:
         labels={"app": "llama-serve"},
         image="vllm/vllm-openai:v0.11.0",
         command=("vllm", "serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "2"),
-        allocated_resources_status=[b.resource_health("gpu", "gpu", devices)],
+        allocated_resources_status=[b.resource_health("gpu", None, devices)],
     )
     c = b.template_claim(
         tpl,
@@ -612,7 +612,7 @@ def _recreated_notebook(st: _Stage) -> None:
             phase="Running",
             conditions=b.running_conditions(sched, started),
             container_state=b.state_running(started),
-            allocated_resources_status=[b.resource_health("gpu", "gpu", [(b.GPU_DRIVER, node_name, "gpu-0")])],
+            allocated_resources_status=[b.resource_health("gpu", None, [(b.GPU_DRIVER, node_name, "gpu-0")])],
             **common,
         )
         events = [
@@ -674,8 +674,8 @@ def _prioritized_sweep(st: _Stage) -> None:
         phase="Running",
         conditions=b.running_conditions(sched, started),
         container_state=b.state_running(started),
-        # kubelet names the entry after the result's request, which includes the subrequest
-        allocated_resources_status=[b.resource_health("gpu", "gpu/a100", [(b.GPU_DRIVER, node_name, "gpu-0")])],
+        # kubelet names the entry after the container's claim entry (no request here), not the result's subrequest
+        allocated_resources_status=[b.resource_health("gpu", None, [(b.GPU_DRIVER, node_name, "gpu-0")])],
         **common,
     )
     c = b.template_claim(tpl, p, allocated=[("gpu/a100", node_name, "gpu-0")], allocated_at=sched, reserved_for=[p])

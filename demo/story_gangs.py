@@ -83,7 +83,7 @@ def ddp_ranks(st: Stage) -> None:
         conditions=[scheduled],
         workload=("ddp", "ranks"),
     )
-    devices = [("gpus", A100_0, d) for d in DDP_DEVICES]
+    devices = [("gpu", A100_0, d) for d in DDP_DEVICES]  # the template's request
     claim = b.group_claim(
         tpl, group, "gpus", allocated=devices, allocated_at=created + timedelta(seconds=4), reserved_for=[group]
     )
@@ -143,7 +143,7 @@ def drained_reranker(st: Stage) -> None:
         "image": "ghcr.io/huggingface/text-embeddings-inference:1.8",
         "command": ("text-embeddings-router", "--model-id", "BAAI/bge-reranker-v2-m3"),
     }
-    health = [b.resource_health("gpu", "gpu", [(b.GPU_DRIVER, A100_1, RERANKER_DEVICE)])]
+    health = [b.resource_health("gpu", None, [(b.GPU_DRIVER, A100_1, RERANKER_DEVICE)])]
     if st.i < 4:
         p = _running(RERANKER, created, A100_1, health, **common)
         events: list[Obj] = []

@@ -80,7 +80,7 @@ def _running(
         phase="Running",
         conditions=b.running_conditions(sched, started),
         container_state=b.state_running(started),
-        allocated_resources_status=[b.resource_health("gpu", "gpu", devices)] if devices else None,
+        allocated_resources_status=[b.resource_health("gpu", None, devices)] if devices else None,
         **kwargs,
     )
 

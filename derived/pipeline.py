@@ -41,13 +41,13 @@ def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | 
             # derive_cluster drains the backlog in order: the next collection's task derives this one too.
             log.warning(
                 "cannot queue the derivation of snapshot %s of cluster %s: %s; left for the next collection's",
-                snapshot.pk, snapshot.cluster_id, why,
+                snapshot.pk, snapshot.cluster.name, why,
             )
         return None
     try:
         result = _derive(snapshot)
     except Exception:
-        log.exception("deriving snapshot %s of cluster %s failed", snapshot.pk, snapshot.cluster_id)
+        log.exception("deriving snapshot %s of cluster %s failed", snapshot.pk, snapshot.cluster.name)
         return None
     if result is None:
         return None

@@ -55,5 +55,5 @@ def derive_cluster(cluster_id: int) -> str:
         try:
             lock.release()
         except redis.exceptions.LockError:
-            log.warning("derivation lock of cluster %s expired before the run ended", cluster_id)
+            log.warning("derivation lock of cluster id %s expired before the run ended", cluster_id)
     return f"derived {len(done)} snapshots"

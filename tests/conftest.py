@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -8,8 +9,25 @@ import pytest
 
 from collector.kube import ClusterReader, api_client_for
 from collector.sources import ClusterSource
+from demo.control_plane import ControlPlane, binaries_dir
 from demo.fake_apiserver import FakeApiServer, FakeCluster
 from tests.clusters import small_cluster
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A real control plane (demo/control_plane.py), started once per session for every test that asks for it
+    (marked ``control_plane``: the end-to-end cases, the demo on it): starting one costs ~10 s of two cores."""
+    if binaries_dir() is None:
+        pytest.skip("control plane not built (scripts/build-control-plane)")
+    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
+    started = time.monotonic()
+    plane.start()
+    print(f"\ncontrol plane ready in {time.monotonic() - started:.1f} s: {plane.startup}")
+    try:
+        yield plane
+    finally:
+        plane.stop()
 
 
 @pytest.fixture

@@ -17,18 +17,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from demo.control_plane import cache_dir
+
 #: Names an oracle binary to use instead of the one scripts/build-reference installed.
 ORACLE_ENV = "CLAIMLINE_ALLOCATOR_ORACLE"
 
 
 class OracleError(RuntimeError):
     """The oracle process failed, timed out or answered out of turn."""
-
-
-def cache_dir() -> Path:
-    """Where scripts/build-reference puts its output (``$CLAIMLINE_CACHE``, else ``~/.cache/claimline``)."""
-    configured = os.environ.get("CLAIMLINE_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "claimline"
 
 
 def oracle_path() -> Path | None:

@@ -1,5 +1,5 @@
 """End to end against a real control plane: Kubernetes 1.37's kube-apiserver, kube-scheduler and
-kube-controller-manager (tests/control_plane.py) decide; Claimline collects through its kubeconfig and explains.
+kube-controller-manager (demo/control_plane.py) decide; Claimline collects through its kubeconfig and explains.
 
 Each case builds its own Node (its status set through the API, as a kubelet would: no kubelet runs), a
 ResourceSlice of two GPUs (driver gpu.example.com) and a DeviceClass that selects only that node's devices, so
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from io import StringIO
@@ -31,10 +30,11 @@ from django.core.management import call_command
 from claimline.pipeline import collect_and_derive
 from collector.models import Snapshot
 from collector.sources import ClusterSource
-from tests.control_plane import ControlPlane, binaries_dir, wait_for
+from demo.control_plane import ControlPlane, binaries_dir, wait_for
 
 pytestmark = [
     pytest.mark.skipif(binaries_dir() is None, reason="control plane not built (scripts/build-control-plane)"),
+    pytest.mark.control_plane,
     pytest.mark.django_db,
 ]
 
@@ -46,20 +46,13 @@ RECORD = os.environ.get("CLAIMLINE_RECORD_REAL") == "1"
 OBSERVED: dict[str, dict[str, Any]] = {}
 
 
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
-    started = time.monotonic()
-    plane.start()
-    print(f"\ncontrol plane ready in {time.monotonic() - started:.1f} s: {plane.startup}")
-    try:
-        yield plane
-    finally:
-        plane.stop()
-        if RECORD and OBSERVED:
-            FIXTURES.mkdir(parents=True, exist_ok=True)
-            for case, strings in OBSERVED.items():
-                (FIXTURES / f"{case}.json").write_text(json.dumps(strings, indent=2, sort_keys=True) + "\n")
+@pytest.fixture(scope="module", autouse=True)
+def record_real_wording() -> Iterator[None]:
+    yield
+    if RECORD and OBSERVED:
+        FIXTURES.mkdir(parents=True, exist_ok=True)
+        for case, strings in OBSERVED.items():
+            (FIXTURES / f"{case}.json").write_text(json.dumps(strings, indent=2, sort_keys=True) + "\n")
 
 
 @pytest.fixture

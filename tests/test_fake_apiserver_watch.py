@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 import time
@@ -16,6 +15,7 @@ import pytest
 import urllib3
 from kubernetes import client, config, watch
 
+from demo.control_plane import kubectl_path
 from demo.fake_apiserver import FakeApiServer, FakeCluster
 from demo.fake_tables import human_duration
 
@@ -423,7 +423,7 @@ def test_human_durations_match_kubectl() -> None:
                                                            "2y70d"]
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.skipif(kubectl_path() is None, reason="no kubectl (scripts/build-control-plane builds one)")
 def test_kubectl_get_prints_the_columns(cluster: FakeCluster, tmp_path: Path) -> None:
     # kubectl sends no bearer token over plain HTTP: this server asks for none
     server, api = serve(cluster, tmp_path, token=None)
@@ -451,7 +451,7 @@ def _kubectl(server: FakeApiServer, *args: str, timeout: float = 30) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "kubeconfig"
         server.write_kubeconfig(path)
-        out = subprocess.run(["kubectl", "--kubeconfig", str(path), *args], capture_output=True, text=True,
+        out = subprocess.run([str(kubectl_path()), "--kubeconfig", str(path), *args], capture_output=True, text=True,
                              timeout=timeout, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout

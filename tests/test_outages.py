@@ -27,6 +27,7 @@ from django.db import connection
 
 from collector.models import Snapshot
 from demo import builders as b
+from demo.control_plane import terminate
 from derived.models import DerivedSnapshot, MetricsText
 from tests import test_faults
 from tests.clusters import T0, small_cluster
@@ -50,12 +51,7 @@ def running(args: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
         try:
             yield process
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+            terminate(process, grace=20)
 
 
 # --- Redis that accepts connections and never answers ------------------------------------------------------

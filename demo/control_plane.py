@@ -2,9 +2,10 @@
 
 ``scripts/build-control-plane`` builds the binaries (Kubernetes and etcd releases, from reference/control-plane)
 into the cache; ``ControlPlane`` starts them on free loopback ports with a CA and serving certificate made here
-(openssl), a service-account key, static tokens for an admin and each component, the DRA feature gates, and
-writes a kubeconfig for Claimline's collector. There is no kubelet: tests create Nodes and set their status
-through the API, as a kubelet would. No Django imports, so a script or benchmark can start one too.
+(``demo.pki``), a service-account key, static tokens for an admin and each component, the DRA feature gates, and
+writes a kubeconfig for Claimline's collector. There is no kubelet: whoever drives it (the end-to-end tests,
+``scripts/demo --kube`` through ``demo.kube``) creates Nodes and sets their status through the API, as a kubelet
+would. No Django imports, so a script or benchmark can start one too.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from tests.reference_oracle import cache_dir
+from demo.pki import serving_pki, signing_key_pair
 
 #: Names a directory holding the binaries, instead of the one scripts/build-control-plane installed.
 CONTROL_PLANE_ENV = "CLAIMLINE_CONTROL_PLANE"
@@ -51,6 +52,13 @@ class ControlPlaneError(RuntimeError):
     """A component did not start or become ready; the message ends with its log's tail."""
 
 
+def cache_dir() -> Path:
+    """Where scripts/build-reference and scripts/build-control-plane put their output (``$CLAIMLINE_CACHE``,
+    else ``~/.cache/claimline``)."""
+    configured = os.environ.get("CLAIMLINE_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "claimline"
+
+
 def binaries_dir() -> Path | None:
     """The directory with all four components (``$CLAIMLINE_CONTROL_PLANE``, else the cache's), or None."""
     explicit = os.environ.get(CONTROL_PLANE_ENV)
@@ -60,6 +68,27 @@ def binaries_dir() -> Path | None:
     return None
 
 
+def kubectl_path() -> Path | None:
+    """kubectl: the one built with the control plane, else one on PATH, else None."""
+    found = binaries_dir()
+    if found is not None and os.access(found / "kubectl", os.X_OK):
+        return found / "kubectl"
+    on_path = shutil.which("kubectl")
+    return Path(on_path) if on_path else None
+
+
+def terminate(process: subprocess.Popen[Any], grace: float) -> None:
+    """SIGTERM ``process`` (if it still runs), then SIGKILL after ``grace`` seconds."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -67,26 +96,14 @@ def free_port() -> int:
         return port
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
 def make_pki(directory: Path) -> None:
-    """ca.crt/ca.key, apiserver.crt/.key (127.0.0.1, localhost) signed by it, sa.key/sa.pub (service accounts)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-             "-subj", "/CN=claimline-e2e-ca", cwd=directory)
-    _openssl("req", *ec, "-keyout", "apiserver.key", "-out", "apiserver.csr", "-subj", "/CN=kube-apiserver",
-             cwd=directory)
-    (directory / "apiserver.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n"
-        "extendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
-    )
-    _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-             "-out", "apiserver.crt", "-days", "2", "-extfile", "apiserver.ext", cwd=directory)
-    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "sa.key", cwd=directory)
-    _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=directory)
+    """ca.crt, apiserver.crt/.key (127.0.0.1, localhost, kubernetes.default.svc) signed by it, sa.key/sa.pub
+    (service accounts). The CA's key is not kept: nothing else is signed."""
+    serving_pki("kube-apiserver", ("127.0.0.1", "localhost", "kubernetes.default.svc")).write(directory, "apiserver")
+    private, public = signing_key_pair()
+    (directory / "sa.key").touch(mode=0o600)
+    (directory / "sa.key").write_bytes(private)
+    (directory / "sa.pub").write_bytes(public)
 
 
 def write_kubeconfig(path: Path, server: str, ca: Path, token: str, user: str) -> None:
@@ -122,8 +139,9 @@ class Api:
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
             headers["Content-Type"] = content_type
-        req = urllib.request.Request(url, data=data, method=method, headers=headers)
-        with urllib.request.urlopen(req, context=self.context, timeout=timeout) as response:
+        # The server's own https:// URL (loopback), never one from input.
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)  # noqa: S310
+        with urllib.request.urlopen(req, context=self.context, timeout=timeout) as response:  # noqa: S310
             raw = response.read()
         return json.loads(raw) if raw else None
 
@@ -162,7 +180,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, interva
         if value:
             return value
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}" + (f" (last: {last})" if last else ""))
+            why = f" (last: {last})" if last else ""
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}{why}")
         time.sleep(interval)
 
 
@@ -210,8 +229,8 @@ class ControlPlane:
             process = self.processes[name]
             if process.poll() is not None:
                 raise ControlPlaneError(f"{name} exited with {process.returncode}:\n{self.log_tail(name)}")
-            req = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(req, context=context, timeout=5) as response:
+            req = urllib.request.Request(url, headers=headers)  # noqa: S310 - a component's loopback URL
+            with urllib.request.urlopen(req, context=context, timeout=5) as response:  # noqa: S310
                 return bool(response.status == 200)
 
         try:
@@ -308,14 +327,7 @@ class ControlPlane:
     def stop(self) -> None:
         """Stop in reverse order: SIGTERM, then SIGKILL after 10 s."""
         for name in reversed(list(self.processes)):
-            process = self.processes[name]
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=10)
+            terminate(self.processes[name], grace=10)
         for log in self.logs.values():
             with contextlib.suppress(OSError):
                 log.close()
