@@ -9,14 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.test import Client
 
+from access.models import NamespaceGrant
 from demo import builders as b
 from domain.cluster.state import MemoryHistory
 from domain.reports.notices import pending_pod_subjects
 from tests import test_estimates as story
 from tests.snapshot_cli import cli_json, import_objects
+from tests.test_access import login
 
 pytestmark = pytest.mark.django_db
 
@@ -105,3 +108,20 @@ def test_pending_pod_notice_tells_the_nearest_change() -> None:
     objects = story.base(4, nodes=("a-0",)) + story.unscheduled_with([b.request(count=6)])
     subject = next(s for s in pending_pod_subjects(MemoryHistory([(story.T0, objects)]), 60) if s.name == "ml/train")
     assert subject.message.endswith("; nearest change: with count 4 instead of 6, a-0 fits")
+
+
+def test_demo_pod_pages_say_why_there_is_no_estimate_and_hide_other_teams_holders(demo_history: Any) -> None:
+    NamespaceGrant.objects.create(group=Group.objects.create(name="ml-training"), namespace="ml-training")
+    admin = login("owner", ["platform-admins"]).get("/c/demo/pods/ml-training/pretrain-8xh100-q7n4k/").content.decode()
+    member = login("member", ["ml-training"]).get("/c/demo/pods/ml-training/pretrain-8xh100-q7n4k/").content.decode()
+    said = admin[admin.index('data-testid="estimate"') :]
+    assert "no estimate: too little history for inference/llama-serve-0-gpu-" in said
+    assert "claims of StatefulSet inference/llama-serve: 0" in said
+    told = member[member.index('data-testid="estimate"') :]
+    assert "no estimate: too little history for (a claim in another namespace)" in told
+    assert "llama-serve" not in told[: told.index("</p>")]
+    admin_page = login("admin2", ["platform-admins"]).get("/c/demo/pods/research/llm-finetune/").content.decode()
+    assert (
+        "Nearest change that would fit:</strong> 9 devices have memory 80Gi; request gpu asks for memory &gt; 80Gi"
+        in (admin_page)
+    )
