@@ -50,6 +50,9 @@ def test_search_a_pod_and_read_its_verdict_and_timeline(live_server, demo_histor
         verdict = page.get_by_test_id("verdict")
         assert "selector-unsatisfiable" in verdict.inner_text()
         assert "no device satisfies request gpu" in verdict.inner_text()
+        suggestion = page.get_by_test_id("suggestion").inner_text()  # issue 20 item 8: the nearest change
+        assert "Nearest change that would fit: 9 devices have memory 80Gi" in suggestion
+        assert "with memory >= 80Gi, worker-h100-0 fits" in suggestion
         card = page.get_by_test_id("claim-timeline").first
         states = card.locator("ol.boundaries li").all_inner_texts()
         assert [s.split()[0].lower() for s in states] == ["inventory", "allocation", "preparation", "runtime"]

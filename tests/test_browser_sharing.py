@@ -36,6 +36,9 @@ def test_whole_gpu_pod_names_the_partitions_claim(live_server, demo_history) -> 
         assert "devices-in-use" in verdict
         assert f"{shared.MIG_NOTEBOOK[0]}/{_generated(shared.MIG_NOTEBOOK)} holds 40Gi" in verdict
         assert "counter set gpu-0-counters" in verdict
+        # the partition's holder is the claim keeping the GPU: its kin has no finished hold to date it by
+        when = page.get_by_test_id("estimate").inner_text()
+        assert f"no estimate: too little history for {shared.MIG_NOTEBOOK[0]}/" in when
         assert page.errors == []  # type: ignore[attr-defined]
 
 

@@ -1,4 +1,4 @@
-"""``{% device_link %}``: a device's name linked to its page, wherever a page names a device."""
+"""``{% device_link %}``: a device's name linked to its page, wherever a page names a device; ``duration_words``."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from django import template
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString
+
+from domain.verdicts.estimates import duration
 
 register = template.Library()
 
@@ -24,3 +26,9 @@ def device_link(cluster: str, driver: str, pool: str, device: str, label: str | 
     except NoReverseMatch:
         return conditional_escape(shown)
     return format_html('<a href="{}">{}</a>', url, shown)
+
+
+@register.filter
+def duration_words(seconds: float | None) -> str:
+    """Seconds as the estimate's sentences write them (``50 min``, ``2h10m``); ``—`` for none."""
+    return "—" if seconds is None else duration(seconds)

@@ -35,6 +35,8 @@ class Boundary:
     evidence: list[dict[str, Any]] = field(default_factory=list)
     reason: str | None = None  # a DESIGN.md reason code when the boundary blocks
     message: str | None = None  # one sentence naming the evidence
+    # What the judgement was made from, for what the verdict adds (allocation: ``AllocationTrial``); never stored.
+    basis: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"state": self.state, "since": self.since, "evidence": self.evidence}
@@ -43,6 +45,18 @@ class Boundary:
         if self.message:
             out["message"] = self.message
         return out
+
+
+@dataclass(frozen=True)
+class AllocationTrial:
+    """The simulation a waiting claim's allocation verdict came from, and how to run it again."""
+
+    simulation: Any  # allocator.matching.Simulation
+    claims: tuple[Object, ...]
+    nodes: tuple[str, ...] | None
+    siblings: tuple[str, ...]
+    cache: SelectorCache
+    inventory: Inventory
 
 
 def is_device_check(evidence: Mapping[str, Any]) -> bool:

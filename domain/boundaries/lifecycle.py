@@ -33,6 +33,7 @@ from domain.boundaries.judgement import (
     OK,
     PENDING,
     UNKNOWN,
+    AllocationTrial,
     Boundary,
     ClaimLifecycle,
     PodContext,
@@ -532,13 +533,15 @@ def _pinned_nodes(ctx: PodContext, lifecycles: list[ClaimLifecycle]) -> list[str
 def _simulate_allocation(ctx: PodContext, lifecycles: list[ClaimLifecycle], pending: list[ClaimLifecycle]) -> None:
     claims = [lc.pod_claim.claim for lc in pending if lc.pod_claim.claim is not None]
     siblings = [lc.uid for lc in lifecycles if lc.uid and lc.devices]
-    sim = simulate_pod(
-        ctx.inventory, claims, nodes=_pinned_nodes(ctx, lifecycles), cache=ctx.cache, sibling_claims=siblings
-    )
+    pinned = _pinned_nodes(ctx, lifecycles)
+    sim = simulate_pod(ctx.inventory, claims, nodes=pinned, cache=ctx.cache, sibling_claims=siblings)
     reason = sim.reason
     message = sim.message()
     evidence = _match_evidence(sim)
     scheduler = _scheduler_evidence(ctx)
+    trial = AllocationTrial(
+        sim, tuple(claims), tuple(pinned) if pinned is not None else None, tuple(siblings), ctx.cache, ctx.inventory
+    )
     for lc in pending:
         claim = lc.pod_claim.claim
         assert claim is not None
@@ -550,6 +553,7 @@ def _simulate_allocation(ctx: PodContext, lifecycles: list[ClaimLifecycle], pend
                 evidence=evidence + scheduler,
                 reason=reason,
                 message=message + _scheduler_reported(ctx, condition=False),
+                basis=trial,
             )
         elif (failed_binding := _binding_failure(ctx)) is not None:
             lc.boundaries["allocation"] = Boundary(

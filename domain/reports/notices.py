@@ -29,7 +29,7 @@ from domain.cluster.pod_claims import resolve_pod_claims
 from domain.cluster.state import HistoryView, Object, meta, ns_name, uid_of
 from domain.cluster.timefmt import parse_time, rfc3339
 from domain.reports.leaks import Thresholds, find_leaks
-from domain.verdicts.explain import verdict_reader
+from domain.verdicts.explain import dated_verdict, outlook_sentences, verdict_reader
 
 LEAK = "leak"
 PENDING_POD = "pending-pod"
@@ -147,7 +147,7 @@ def pending_pod_subjects(
     at = history.as_of
     known = {} if stored is not None else known or {}
     out = []
-    verdict_of = verdict_reader(history, stored)
+    verdict_of = verdict_reader(history, stored, with_outlook=True)
     for pod in history.state.of_kind("Pod"):
         since = _pending_since(pod)
         if since is None or not uses_dra(pod) or at - since < timedelta(seconds=pending_after):
@@ -165,7 +165,8 @@ def pending_pod_subjects(
                 uid_of(pod),
                 verdict["reason"],
                 f"Pod {namespace}/{name} has been pending for {_hours_minutes(at - since)} "
-                f"(since {rfc3339(since)}): {verdict['message']}",
+                f"(since {rfc3339(since)}): {verdict['message']}"
+                + "".join(f"; {sentence}" for sentence in outlook_sentences(dated_verdict(verdict, at))),
                 namespace=namespace,
                 name=f"{namespace}/{name}",
                 ref={"pod": uid_of(pod), "namespace": namespace, "pod_name": name},

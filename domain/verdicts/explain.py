@@ -12,12 +12,22 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from domain.boundaries.judgement import BOUNDARIES, FAILED, OK, PENDING, ClaimLifecycle, is_terminal
+from domain.boundaries.judgement import (
+    BOUNDARIES,
+    FAILED,
+    OK,
+    PENDING,
+    AllocationTrial,
+    ClaimLifecycle,
+    is_terminal,
+)
 from domain.boundaries.lifecycle import pod_lifecycle
 from domain.cluster.pod_claims import last_known
 from domain.cluster.state import HistoryView, Object, meta, ns_name, uid_of
-from domain.cluster.timefmt import rfc3339
+from domain.cluster.timefmt import parse_time, rfc3339
 from domain.inventory.devices import Inventory
+from domain.verdicts.estimates import estimate_from, wait_basis, window_start_for
+from domain.verdicts.suggestions import SUGGESTED_FOR, suggest
 from domain.verdicts.timeline import timeline
 
 
@@ -138,15 +148,62 @@ def explain_incarnation(
     inventory = inventory_of(judged_history)
     judged = pod_lifecycle(judged_history, pod, gone_at, observed_uuids, inventory)
     entries = timeline(judged_history, pod, judged.claims, judged.events, inventory.nodes)
+    verdict = choose_verdict(pod, judged.claims)
+    if gone_at is None and not is_terminal(pod):
+        verdict.update(outlook(judged_history, pod, judged.claims, verdict["reason"]))
     doc = {
         "pod": _pod_summary(pod, gone_at),
         "claims": [_claim_doc(lc, entries) for lc in judged.claims],
-        "verdict": _as_last_seen(choose_verdict(pod, judged.claims), gone_at),
+        "verdict": _as_last_seen(verdict, gone_at),
         "timeline": entries,
     }
     if judged.group is not None:
         doc["group"] = judged.group.to_dict()
     return doc
+
+
+def outlook(history: HistoryView, pod: Object, lifecycles: list[ClaimLifecycle], reason: str) -> dict[str, Any]:
+    """What would make a Pod waiting on allocation run, and when, as verdict fields.
+
+    ``devices-in-use``: ``wait``, the holders and their kin's history (``verdicts.estimates``), which
+    ``explain_document`` dates as of the time asked (``estimate`` or ``no_estimate``), so the stored
+    document stays right while the claims do not change. ``selector-unsatisfiable`` and
+    ``insufficient-devices``: ``suggestion`` (the nearest change that fits) and ``suggestions``
+    (every relaxation tried that would; ``verdicts.suggestions``).
+    """
+    trial = next(
+        (
+            b.basis
+            for lc in lifecycles
+            if (b := lc.boundaries["allocation"]).reason == reason and isinstance(b.basis, AllocationTrial)
+        ),
+        None,
+    )
+    if trial is None:
+        return {}
+    if reason == "devices-in-use":
+        return _wait_basis(history, pod, trial)
+    if reason in SUGGESTED_FOR:
+        found = suggest(trial.inventory, trial.claims, trial.simulation, trial.nodes, trial.cache, trial.siblings)
+        if found:
+            first = found[0]
+            return {
+                "suggestion": {"change": first["change"], "would_match": first["would_match"]},
+                "suggestions": found,
+            }
+    return {}
+
+
+def _wait_basis(history: HistoryView, pod: Object, trial: AllocationTrial) -> dict[str, Any]:
+    best = trial.simulation.best
+    failing = best.failing if best is not None else None
+    if failing is None or not (failing.held or failing.short):
+        return {}
+    blockers = [[claim] for claim in failing.held.values()]
+    blockers += [[h.claim for h in shortage.holders] for shortage in failing.short.values()]
+    lacking = max(1, failing.needed - failing.progress)
+    created = parse_time(meta(pod).get("creationTimestamp")) or history.as_of
+    return {"wait": wait_basis(history, blockers, lacking, failing.node, window_start_for(created))}
 
 
 # Boundary reasons whose judgement changes with time alone, the objects unchanged: a binding wait
@@ -155,18 +212,27 @@ TIME_DEPENDENT_REASONS = frozenset({"binding-pending"})
 
 
 def verdict_reader(
-    history: HistoryView, stored: Mapping[str, Mapping[str, Any]] | None = None
+    history: HistoryView, stored: Mapping[str, Mapping[str, Any]] | None = None, with_outlook: bool = False
 ) -> Callable[[Object], Mapping[str, Any]]:
     """How a report over many Pods learns each live, unfinished Pod's verdict.
 
     ``stored``: the verdicts of exactly the Pods that wait, as derived when the snapshot was
     stored, so a Pod absent from them is ``ok`` and nothing is judged here. Without them each
     Pod is judged over the state's one Inventory (its selector cache checks each device once
-    per selector set).
+    per selector set). ``with_outlook``: a verdict judged here gets ``outlook``'s fields too, as a
+    stored one has them.
     """
     if stored is not None:
         return lambda pod: stored.get(uid_of(pod), _OK)
-    return lambda pod: choose_verdict(pod, pod_lifecycle(history, pod, inventory=Inventory.of(history.state)).claims)
+
+    def judge(pod: Object) -> Mapping[str, Any]:
+        claims = pod_lifecycle(history, pod, inventory=Inventory.of(history.state)).claims
+        verdict = choose_verdict(pod, claims)
+        if with_outlook:
+            verdict.update(outlook(history, pod, claims, verdict["reason"]))
+        return verdict
+
+    return judge
 
 
 _OK: Mapping[str, Any] = {"boundary": None, "reason": "ok", "message": ""}
@@ -188,12 +254,32 @@ def explain_document(
         "pod": incarnation["pod"],
         "incarnations": incarnations,
         "claims": incarnation["claims"],
-        "verdict": incarnation["verdict"],
+        "verdict": dated_verdict(incarnation["verdict"], as_of),
         "timeline": incarnation["timeline"],
     }
     if "group" in incarnation:
         doc["group"] = incarnation["group"]
     return doc
+
+
+def dated_verdict(verdict: Mapping[str, Any], as_of: datetime) -> dict[str, Any]:
+    """The verdict with its ``wait`` dated as of ``as_of``: ``estimate`` or ``no_estimate`` added."""
+    out = dict(verdict)
+    if out.get("wait"):
+        out.update(estimate_from(out["wait"], as_of))
+    return out
+
+
+def outlook_sentences(verdict: Mapping[str, Any]) -> list[str]:
+    """The dated verdict's estimate (or why there is none) and nearest changes, each a labelled sentence."""
+    out = []
+    if verdict.get("estimate"):
+        out.append(f"when: {verdict['estimate']['summary']}")
+    elif verdict.get("no_estimate"):
+        out.append(f"when: {verdict['no_estimate']}")
+    for i, s in enumerate(verdict.get("suggestions") or ()):
+        out.append(f"{'nearest change' if i == 0 else 'or'}: {s['change']}")
+    return out
 
 
 def _as_last_seen(verdict: dict[str, Any], gone_at: datetime | None) -> dict[str, Any]:

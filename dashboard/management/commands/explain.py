@@ -7,7 +7,7 @@ from django.core.management.base import CommandError, CommandParser
 from dashboard.management.commands._output import HistoryCommand
 from derived.reading import explain_read
 from domain.boundaries.judgement import BOUNDARIES
-from domain.verdicts.explain import PodNotFound
+from domain.verdicts.explain import PodNotFound, outlook_sentences
 
 
 class Command(HistoryCommand):
@@ -35,6 +35,8 @@ class Command(HistoryCommand):
         where = f" at {verdict['boundary']}" if verdict["boundary"] else ""
         self.stdout.write(f"verdict: {verdict['reason']}{where}")
         self.stdout.write(f"  {verdict['message']}")
+        for sentence in outlook_sentences(verdict):
+            self.stdout.write(f"  {sentence}")
         if len(doc["incarnations"]) > 1:
             self.stdout.write(f"incarnations: {', '.join(i['uid'] for i in doc['incarnations'])}")
         for claim in doc["claims"]:
