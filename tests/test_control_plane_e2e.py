@@ -5,9 +5,9 @@ Each case builds its own Node (its status set through the API, as a kubelet woul
 ResourceSlice of two GPUs (driver gpu.example.com) and a DeviceClass that selects only that node's devices, so
 the cases do not see each other's devices. The real scheduler allocates (or reports why it cannot) and binds;
 the real resourceclaim controller makes claims from templates and releases them; the device-taint-eviction
-controller evicts the holder of a device tainted NoExecute (an expected failure until Claimline derives
-device-taint-eviction). Then Claimline must say what the cluster holds, with the designed reason and the
-scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
+controller evicts the holder of a device tainted NoExecute (by its slice or by a DeviceTaintRule), and a
+NoSchedule DeviceTaintRule keeps a Pod from its devices. Then Claimline must say what the cluster holds, with
+the designed reason and the scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
 CLAIMLINE_RECORD_REAL=1) so unit tests can quote real wording.
 
 Skipped when scripts/build-control-plane has not built the binaries (it needs Go).
@@ -364,7 +364,63 @@ def test_a_noexecute_device_taint_evicts_the_holder(control_plane: ControlPlane,
 
     collect(real)
     verdict = explain("evict", "victim")["verdict"]
-    if verdict["reason"] != "device-taint-eviction":
-        pytest.xfail(f"Claimline does not derive device-taint-eviction yet (it says {verdict['reason']})")
-    assert verdict["boundary"] == "inventory"
+    assert (verdict["boundary"], verdict["reason"]) == ("inventory", "device-taint-eviction"), verdict
     assert device in verdict["message"] and "example.com/ecc" in verdict["message"], verdict
+
+
+def add_taint_rule(plane: ControlPlane, name: str, selector: dict[str, str], effect: str) -> dict[str, Any]:
+    """A DeviceTaintRule (resource.k8s.io/v1) tainting the devices ``selector`` (driver, pool, device) names."""
+    rule: dict[str, Any] = plane.api.create(f"{RESOURCE}/devicetaintrules", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name},
+        "spec": {"deviceSelector": selector,
+                 "taint": {"key": "example.com/drain", "value": "rma", "effect": effect}}})
+    return rule
+
+
+def test_a_noexecute_device_taint_rule_evicts_the_holder(control_plane: ControlPlane, real: ClusterSource) -> None:
+    """A DeviceTaintRule (not the slice) taints the held device NoExecute: the eviction controller evicts the
+    Pod, and Claimline names the device, the taint and the rule."""
+    api = control_plane.api
+    node = add_gpu_node(control_plane, "rule")
+    add_claim(control_plane, "rule", "one-gpu", exactly("rule"))
+    add_pod(control_plane, "rule", "victim", claim="one-gpu", grace=30)
+    _pod, claim = wait_bound(control_plane, "rule", "victim", "one-gpu")
+    device = claim["status"]["allocation"]["devices"]["results"][0]["device"]
+    add_taint_rule(control_plane, "drain-rule", {"driver": DRIVER, "pool": node, "device": device}, "NoExecute")
+
+    def evicted() -> dict[str, Any] | None:
+        got: dict[str, Any] = api.get(pod_path("rule", "victim"))
+        return got if got["metadata"].get("deletionTimestamp") else None
+
+    pod = wait_for("the eviction", evicted, timeout=30)
+    disruption = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    assert disruption["reason"] == "DeletionByDeviceTaintManager"
+    rule = wait_for("the rule's EvictionInProgress", lambda: next(
+        (r for r in [api.get(f"{RESOURCE}/devicetaintrules/drain-rule")]
+         if any(c["type"] == "EvictionInProgress" for c in (r.get("status") or {}).get("conditions") or [])),
+        None), timeout=30)
+    events = api.get("/api/v1/namespaces/e2e-rule/events", fieldSelector="reason=DeviceTaintManagerEviction")
+    record("rule-evict", condition=disruption, ruleStatus=rule.get("status"), events=[{k: e.get(k) for k in (
+        "type", "reason", "message", "action", "reportingComponent", "involvedObject")} for e in events["items"]])
+
+    collect(real)
+    verdict = explain("rule", "victim")["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("inventory", "device-taint-eviction"), verdict
+    for named in (device, "example.com/drain", "rma", "DeviceTaintRule drain-rule"):
+        assert named in verdict["message"], (named, verdict["message"])
+
+
+def test_a_noschedule_device_taint_rule_blocks_a_pending_pod(
+    control_plane: ControlPlane, real: ClusterSource
+) -> None:
+    """A NoSchedule DeviceTaintRule over the whole pool: the scheduler cannot allocate, and Claimline says the
+    devices are tainted by that rule, not that the Pod fits."""
+    node = add_gpu_node(control_plane, "rulens")
+    add_taint_rule(control_plane, "drain-rulens", {"driver": DRIVER, "pool": node}, "NoSchedule")
+    add_claim(control_plane, "rulens", "one-gpu", exactly("rulens"))
+    add_pod(control_plane, "rulens", "waiter", claim="one-gpu")
+    failure = wait_failed_scheduling(control_plane, "rulens", "waiter")
+    record("rule-noschedule", **scheduler_wording(failure))
+    verdict = assert_verdict(real, "rulens", "waiter", "devices-tainted", failure)
+    assert "drain-rulens" in verdict["message"], verdict
+
