@@ -6,8 +6,9 @@ ResourceSlice of two GPUs (driver gpu.example.com) and a DeviceClass that select
 the cases do not see each other's devices. The real scheduler allocates (or reports why it cannot) and binds;
 the real resourceclaim controller makes claims from templates and releases them; the device-taint-eviction
 controller evicts the holder of a device tainted NoExecute (by its slice or by a DeviceTaintRule), and a
-NoSchedule DeviceTaintRule keeps a Pod from its devices. Then Claimline must say what the cluster holds, with
-the designed reason and the scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
+NoSchedule DeviceTaintRule keeps a Pod from its devices. The scheduler holds a gang (a scheduling.k8s.io/v1beta1
+PodGroup) until minCount members exist. Then Claimline must say what the cluster holds, with the designed reason
+and the scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
 CLAIMLINE_RECORD_REAL=1) so unit tests can quote real wording.
 
 Skipped when scripts/build-control-plane has not built the binaries (it needs Go).
@@ -67,8 +68,12 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def add_gpu_node(plane: ControlPlane, case: str, taints: list[dict[str, str]] | None = None) -> str:
-    """Node ``n-<case>`` reporting Ready, a slice of two A100s for it and DeviceClass ``gpu-<case>``."""
+def add_gpu_node(
+    plane: ControlPlane, case: str, taints: list[dict[str, str]] | None = None, gpus: int = 2,
+    device_extra: dict[str, Any] | None = None, class_extra: dict[str, Any] | None = None,
+) -> str:
+    """Node ``n-<case>`` reporting Ready, a slice of ``gpus`` A100s for it (each with ``device_extra`` fields) and
+    DeviceClass ``gpu-<case>`` (with ``class_extra`` in its spec)."""
     api, node = plane.api, f"n-{case}"
     api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": node, "labels": {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux"}}})
@@ -81,7 +86,7 @@ def add_gpu_node(plane: ControlPlane, case: str, taints: list[dict[str, str]] | 
                         "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}],
     }})
     devices = []
-    for index in range(2):
+    for index in range(gpus):
         device: dict[str, Any] = {
             "name": f"gpu-{index}",
             "attributes": {"model": {"string": "A100"}, "case": {"string": case}},
@@ -89,7 +94,7 @@ def add_gpu_node(plane: ControlPlane, case: str, taints: list[dict[str, str]] | 
         }
         if taints:
             device["taints"] = taints
-        devices.append(device)
+        devices.append({**device, **(device_extra or {})})
     api.create(f"{RESOURCE}/resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": f"{node}-{DRIVER}"},
         "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
@@ -97,7 +102,8 @@ def add_gpu_node(plane: ControlPlane, case: str, taints: list[dict[str, str]] | 
     api.create(f"{RESOURCE}/deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
         "metadata": {"name": f"gpu-{case}"},
         "spec": {"selectors": [{"cel": {"expression": (
-            f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].case == "{case}"')}}]}})
+            f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].case == "{case}"')}}],
+                 **(class_extra or {})}})
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"e2e-{case}"}})
     return node
 
@@ -114,16 +120,22 @@ def add_claim(plane: ControlPlane, case: str, name: str, request: dict[str, Any]
 
 
 def add_pod(plane: ControlPlane, case: str, name: str, claim: str | None = None,
-            template: str | None = None, grace: int = 0) -> dict[str, Any]:
-    source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
+            template: str | None = None, grace: int = 0, group: str | None = None,
+            limits: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Pod using claim ``claim`` or one from ``template`` as ``gpu``, or (``limits``) an extended resource;
+    ``group``: the PodGroup it belongs to (``spec.schedulingGroup``)."""
+    container: dict[str, Any] = {"name": "cuda", "image": "registry.example/cuda-check:12"}
+    spec: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": grace}
+    if limits is not None:
+        container["resources"] = {"limits": limits}
+    else:
+        source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
+        container["resources"] = {"claims": [{"name": "gpu"}]}
+        spec["resourceClaims"] = [{"name": "gpu", **source}]
+    if group is not None:
+        spec["schedulingGroup"] = {"podGroupName": group}
     pod: dict[str, Any] = plane.api.create(f"/api/v1/namespaces/e2e-{case}/pods", {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {
-            "containers": [{"name": "cuda", "image": "registry.example/cuda-check:12",
-                            "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", **source}],
-            "terminationGracePeriodSeconds": grace,
-        }})
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
     return pod
 
 
@@ -368,6 +380,10 @@ def test_a_noexecute_device_taint_evicts_the_holder(control_plane: ControlPlane,
     assert device in verdict["message"] and "example.com/ecc" in verdict["message"], verdict
 
 
+def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}
+
+
 def add_taint_rule(plane: ControlPlane, name: str, selector: dict[str, str], effect: str) -> dict[str, Any]:
     """A DeviceTaintRule (resource.k8s.io/v1) tainting the devices ``selector`` (driver, pool, device) names."""
     rule: dict[str, Any] = plane.api.create(f"{RESOURCE}/devicetaintrules", {
@@ -423,4 +439,53 @@ def test_a_noschedule_device_taint_rule_blocks_a_pending_pod(
     record("rule-noschedule", **scheduler_wording(failure))
     verdict = assert_verdict(real, "rulens", "waiter", "devices-tainted", failure)
     assert "drain-rulens" in verdict["message"], verdict
+
+
+SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
+
+
+def test_a_gang_short_of_min_count_waits_then_is_placed(control_plane: ControlPlane, real: ClusterSource) -> None:
+    """A PodGroup of minCount 3 (scheduling.k8s.io/v1beta1) with two members: the scheduler keeps them out of
+    its queue and writes nothing about them (no FailedScheduling event, no PodScheduled condition, the group's
+    status empty), and Claimline says gang-incomplete. A third member arrives: the group is placed."""
+    api = control_plane.api
+    add_gpu_node(control_plane, "gang", gpus=3)
+    api.create(f"{SCHEDULING}/namespaces/e2e-gang/podgroups", {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "trio"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
+    for rank in range(2):
+        add_claim(control_plane, "gang", f"rank-{rank}", exactly("gang"))
+        add_pod(control_plane, "gang", f"rank-{rank}", claim=f"rank-{rank}", group="trio")
+    # Give the scheduler time to have seen both members; it must still not have placed or reported either.
+    wait_for("both members seen by the scheduler", lambda: len(api.get(
+        "/api/v1/namespaces/e2e-gang/pods")["items"]) == 2, timeout=10)
+    collect(real)  # the collection's own round trip gives the scheduler a few seconds more
+    for rank in range(2):
+        pod = api.get(pod_path("gang", f"rank-{rank}"))
+        assert not pod["spec"].get("nodeName") and not pod["status"].get("conditions"), pod["status"]
+    events = api.get("/api/v1/namespaces/e2e-gang/events")["items"]
+    group = api.get(f"{SCHEDULING}/namespaces/e2e-gang/podgroups/trio")
+    assert not events and not group.get("status"), (events, group.get("status"))
+    record("gang", waitingGroup=without_managed_fields(group), waitingEvents=events)
+
+    doc = explain("gang", "rank-0")
+    verdict = doc["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("allocation", "gang-incomplete"), verdict
+    for named in ("trio", "3"):
+        assert named in verdict["message"], (named, verdict["message"])
+
+    add_claim(control_plane, "gang", "rank-2", exactly("gang"))
+    add_pod(control_plane, "gang", "rank-2", claim="rank-2", group="trio")
+    bound = [wait_bound(control_plane, "gang", f"rank-{rank}", f"rank-{rank}") for rank in range(3)]
+    devices = {allocation_results(claim)[0] for _pod, claim in bound}
+    assert len(devices) == 3
+    placed = wait_for("PodGroupInitiallyScheduled", lambda: next(
+        (c for c in (api.get(f"{SCHEDULING}/namespaces/e2e-gang/podgroups/trio").get("status") or {}).get(
+            "conditions") or [] if c["type"] == "PodGroupInitiallyScheduled"), None), timeout=30)
+    record("gang", placedCondition=placed)
+    collect(real)
+    for rank in range(3):
+        doc = explain("gang", f"rank-{rank}")
+        assert claim_doc(doc, f"rank-{rank}")["boundaries"]["allocation"]["state"] == "ok", doc["verdict"]
+        assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
 
