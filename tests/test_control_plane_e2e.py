@@ -7,8 +7,8 @@ the cases do not see each other's devices. The real scheduler allocates (or repo
 the real resourceclaim controller makes claims from templates and releases them; the device-taint-eviction
 controller evicts the holder of a device tainted NoExecute (by its slice or by a DeviceTaintRule), and a
 NoSchedule DeviceTaintRule keeps a Pod from its devices. The scheduler holds a gang (a scheduling.k8s.io/v1beta1
-PodGroup) until minCount members exist. Then Claimline must say what the cluster holds, with the designed reason
-and the scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
+PodGroup) until minCount members exist and waits for a device's binding conditions before it binds. Then
+Claimline must say what the cluster holds, with the designed reason and the scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
 CLAIMLINE_RECORD_REAL=1) so unit tests can quote real wording.
 
 Skipped when scripts/build-control-plane has not built the binaries (it needs Go).
@@ -488,4 +488,47 @@ def test_a_gang_short_of_min_count_waits_then_is_placed(control_plane: ControlPl
         doc = explain("gang", f"rank-{rank}")
         assert claim_doc(doc, f"rank-{rank}")["boundaries"]["allocation"]["state"] == "ok", doc["verdict"]
         assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
+
+
+def test_binding_conditions_hold_the_pod_until_the_driver_says_ready(
+    control_plane: ControlPlane, real: ClusterSource
+) -> None:
+    """Devices whose slice sets bindingConditions: the scheduler allocates and waits in PreBind until the driver
+    (played here) sets the condition in the claim's status.devices[]; Claimline says binding-pending, then the
+    Pod binds."""
+    api = control_plane.api
+    node = add_gpu_node(control_plane, "bind", device_extra={
+        "bindingConditions": ["example.com/attached"], "bindingFailureConditions": ["example.com/attach-failed"]})
+    add_claim(control_plane, "bind", "one-gpu", exactly("bind"))
+    add_pod(control_plane, "bind", "trainer", claim="one-gpu")
+
+    def allocated() -> dict[str, Any] | None:
+        held: dict[str, Any] = api.get(claim_path("bind", "one-gpu"))
+        return held if (held.get("status") or {}).get("allocation") else None
+
+    claim = wait_for("the allocation", allocated, timeout=30)
+    events = wait_for("BindingConditionsPending", lambda: api.get(
+        "/api/v1/namespaces/e2e-bind/events", fieldSelector="reason=BindingConditionsPending")["items"], timeout=30)
+    pod = api.get(pod_path("bind", "trainer"))
+    assert not pod["spec"].get("nodeName"), pod["spec"]
+    record("binding", allocation=claim["status"]["allocation"], pendingEvent={k: events[-1].get(k) for k in (
+        "type", "reason", "message", "reportingComponent")}, podStatus=pod["status"])
+
+    collect(real)
+    doc = explain("bind", "trainer")
+    verdict = doc["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("allocation", "binding-pending"), verdict
+    assert "example.com/attached" in verdict["message"], verdict
+
+    result = claim["status"]["allocation"]["devices"]["results"][0]
+    api.merge_patch(f"{claim_path('bind', 'one-gpu')}/status", {"status": {"devices": [{
+        "driver": result["driver"], "pool": result["pool"], "device": result["device"],
+        "conditions": [{"type": "example.com/attached", "status": "True", "reason": "Attached",
+                        "message": "attached to the node", "lastTransitionTime": now_rfc3339()}]}]}})
+    pod, claim = wait_bound(control_plane, "bind", "trainer", "one-gpu")
+    assert pod["spec"]["nodeName"] == node
+    collect(real)
+    doc = explain("bind", "trainer")
+    assert claim_doc(doc, "one-gpu")["boundaries"]["allocation"]["state"] == "ok", doc["verdict"]
+    assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
 
