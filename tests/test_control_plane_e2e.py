@@ -7,8 +7,9 @@ the cases do not see each other's devices. The real scheduler allocates (or repo
 the real resourceclaim controller makes claims from templates and releases them; the device-taint-eviction
 controller evicts the holder of a device tainted NoExecute (by its slice or by a DeviceTaintRule), and a
 NoSchedule DeviceTaintRule keeps a Pod from its devices. The scheduler holds a gang (a scheduling.k8s.io/v1beta1
-PodGroup) until minCount members exist and waits for a device's binding conditions before it binds. Then
-Claimline must say what the cluster holds, with the designed reason and the scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
+PodGroup) until minCount members exist, waits for a device's binding conditions before it binds, and makes the
+claim for a DeviceClass's extended resource. Then Claimline must say what the cluster holds, with the designed
+reason and the scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
 CLAIMLINE_RECORD_REAL=1) so unit tests can quote real wording.
 
 Skipped when scripts/build-control-plane has not built the binaries (it needs Go).
@@ -532,3 +533,32 @@ def test_binding_conditions_hold_the_pod_until_the_driver_says_ready(
     assert claim_doc(doc, "one-gpu")["boundaries"]["allocation"]["state"] == "ok", doc["verdict"]
     assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
 
+
+def test_the_scheduler_makes_the_claim_for_an_extended_resource(
+    control_plane: ControlPlane, real: ClusterSource
+) -> None:
+    """A DeviceClass with an extendedResourceName and a Pod asking for it in its limits, on a node with no device
+    plugin for it: the scheduler creates the claim (DRAExtendedResource) and Claimline shows it allocated."""
+    api = control_plane.api
+    node = add_gpu_node(control_plane, "ext", class_extra={"extendedResourceName": "example.com/gpu-ext"})
+    add_pod(control_plane, "ext", "trainer", limits={"example.com/gpu-ext": "1"})
+
+    def made() -> str | None:
+        status = api.get(pod_path("ext", "trainer"))["status"].get("extendedResourceClaimStatus") or {}
+        return status.get("resourceClaimName")
+
+    name: str = wait_for("the scheduler's claim", made, timeout=30)
+    pod, claim = wait_bound(control_plane, "ext", "trainer", name)
+    assert pod["spec"]["nodeName"] == node
+    held = allocation_results(claim)
+    record("extended", extendedResourceClaimStatus=pod["status"]["extendedResourceClaimStatus"],
+           claimSpec=claim["spec"], allocation=claim["status"]["allocation"],
+           annotations=claim["metadata"].get("annotations"))
+
+    collect(real)
+    doc = explain("ext", "trainer")
+    shown = claim_doc(doc, name)["boundaries"]["allocation"]
+    assert shown["state"] == "ok", shown
+    evidence = [e for e in shown["evidence"] if e.get("kind") == "AllocationResult"]
+    assert sorted((e["driver"], e["pool"], e["device"]) for e in evidence) == held
+    assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
