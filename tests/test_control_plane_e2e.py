@@ -445,18 +445,33 @@ def test_a_noschedule_device_taint_rule_blocks_a_pending_pod(
 SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 
 
+def add_gang(plane: ControlPlane, case: str, min_count: int, ranks: range) -> None:
+    """PodGroup ``trio`` (gang of ``min_count``, made once) and a member ``rank-<i>`` with its own one-GPU claim
+    for each of ``ranks``."""
+    if not plane.api.exists(f"{SCHEDULING}/namespaces/e2e-{case}/podgroups/trio"):
+        plane.api.create(f"{SCHEDULING}/namespaces/e2e-{case}/podgroups", {
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "trio"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}})
+    for rank in ranks:
+        add_claim(plane, case, f"rank-{rank}", exactly(case))
+        add_pod(plane, case, f"rank-{rank}", claim=f"rank-{rank}", group="trio")
+
+
+def group_scheduled(plane: ControlPlane, case: str) -> dict[str, Any]:
+    """The scheduler's PodGroupInitiallyScheduled condition on PodGroup ``trio``, once it is there."""
+    found: dict[str, Any] = wait_for("PodGroupInitiallyScheduled", lambda: next(
+        (c for c in (plane.api.get(f"{SCHEDULING}/namespaces/e2e-{case}/podgroups/trio").get("status") or {}).get(
+            "conditions") or [] if c["type"] == "PodGroupInitiallyScheduled"), None), timeout=30)
+    return found
+
+
 def test_a_gang_short_of_min_count_waits_then_is_placed(control_plane: ControlPlane, real: ClusterSource) -> None:
     """A PodGroup of minCount 3 (scheduling.k8s.io/v1beta1) with two members: the scheduler keeps them out of
     its queue and writes nothing about them (no FailedScheduling event, no PodScheduled condition, the group's
     status empty), and Claimline says gang-incomplete. A third member arrives: the group is placed."""
     api = control_plane.api
     add_gpu_node(control_plane, "gang", gpus=3)
-    api.create(f"{SCHEDULING}/namespaces/e2e-gang/podgroups", {
-        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "trio"},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": 3}}}})
-    for rank in range(2):
-        add_claim(control_plane, "gang", f"rank-{rank}", exactly("gang"))
-        add_pod(control_plane, "gang", f"rank-{rank}", claim=f"rank-{rank}", group="trio")
+    add_gang(control_plane, "gang", 3, range(2))
     # Give the scheduler time to have seen both members; it must still not have placed or reported either.
     wait_for("both members seen by the scheduler", lambda: len(api.get(
         "/api/v1/namespaces/e2e-gang/pods")["items"]) == 2, timeout=10)
@@ -475,14 +490,11 @@ def test_a_gang_short_of_min_count_waits_then_is_placed(control_plane: ControlPl
     for named in ("trio", "3"):
         assert named in verdict["message"], (named, verdict["message"])
 
-    add_claim(control_plane, "gang", "rank-2", exactly("gang"))
-    add_pod(control_plane, "gang", "rank-2", claim="rank-2", group="trio")
+    add_gang(control_plane, "gang", 3, range(2, 3))
     bound = [wait_bound(control_plane, "gang", f"rank-{rank}", f"rank-{rank}") for rank in range(3)]
     devices = {allocation_results(claim)[0] for _pod, claim in bound}
     assert len(devices) == 3
-    placed = wait_for("PodGroupInitiallyScheduled", lambda: next(
-        (c for c in (api.get(f"{SCHEDULING}/namespaces/e2e-gang/podgroups/trio").get("status") or {}).get(
-            "conditions") or [] if c["type"] == "PodGroupInitiallyScheduled"), None), timeout=30)
+    placed = group_scheduled(control_plane, "gang")
     record("gang", placedCondition=placed)
     collect(real)
     for rank in range(3):
@@ -562,3 +574,24 @@ def test_the_scheduler_makes_the_claim_for_an_extended_resource(
     evidence = [e for e in shown["evidence"] if e.get("kind") == "AllocationResult"]
     assert sorted((e["driver"], e["pool"], e["device"]) for e in evidence) == held
     assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
+
+
+def test_a_complete_gang_that_does_not_fit_together(control_plane: ControlPlane, real: ClusterSource) -> None:
+    """Three members of a minCount-3 gang, each wanting a GPU, on a node of two: each fits alone, not all
+    together. The scheduler reports the group unschedulable; Claimline gives the device reason that stops the
+    group, says how many members fit, and quotes the scheduler."""
+    add_gpu_node(control_plane, "gangfull")
+    add_gang(control_plane, "gangfull", 3, range(3))
+    failures = [wait_failed_scheduling(control_plane, "gangfull", f"rank-{rank}") for rank in range(3)]
+    group = group_scheduled(control_plane, "gangfull")
+    record("gang-unschedulable", groupCondition=group,
+           memberEvents=[scheduler_wording(f)["event"]["message"] for f in failures],
+           memberConditions=[f["condition"] for f in failures])
+    assert group["status"] == "False" and "minCount (3) cannot be satisfied" in group["message"], group
+    collect(real)
+    for rank in range(3):
+        verdict = explain("gangfull", f"rank-{rank}")["verdict"]
+        assert (verdict["boundary"], verdict["reason"]) == ("allocation", "devices-in-use"), verdict
+        for said in ("gang e2e-gangfull/trio", "PodGroup minCount 3", "only 2 of its 3 members fit together",
+                     f'the scheduler reported on the group: "{group["message"]}"'):
+            assert said in verdict["message"], (said, verdict["message"])
