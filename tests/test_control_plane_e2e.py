@@ -487,8 +487,8 @@ def test_a_gang_short_of_min_count_waits_then_is_placed(control_plane: ControlPl
     doc = explain("gang", "rank-0")
     verdict = doc["verdict"]
     assert (verdict["boundary"], verdict["reason"]) == ("allocation", "gang-incomplete"), verdict
-    for named in ("trio", "3"):
-        assert named in verdict["message"], (named, verdict["message"])
+    for said in ("gang e2e-gang/trio", "PodGroup minCount 3", "only 2 exist (rank-0, rank-1)", "1 more"):
+        assert said in verdict["message"], (said, verdict["message"])
 
     add_gang(control_plane, "gang", 3, range(2, 3))
     bound = [wait_bound(control_plane, "gang", f"rank-{rank}", f"rank-{rank}") for rank in range(3)]
