@@ -31,8 +31,12 @@ from demo.pki import serving_pki, signing_key_pair
 CONTROL_PLANE_ENV = "CLAIMLINE_CONTROL_PLANE"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager")
 
-# Kubernetes 1.37: DynamicResourceAllocation is GA (on, locked). These are on by default too (beta, or GA not
-# yet locked); naming them keeps the tests' assumptions visible and fails start-up loudly if one disappears.
+# Kubernetes 1.37: DynamicResourceAllocation is GA (on, locked). The DRA gates named here are on by default too
+# (DRADeviceTaints, DRADeviceTaintRules and DRAExtendedResource GA; the others beta); naming them keeps the tests'
+# assumptions visible and fails start-up loudly if one disappears. Workload-aware (gang) scheduling is beta but
+# off by default: GenericWorkload (Workload, PodGroup, Pod spec.schedulingGroup and the scheduler's gang
+# handling; 1.37 has no separate GangScheduling gate, "unrecognized feature gate") and DRAWorkloadResourceClaims
+# (a PodGroup's own claims), with scheduling.k8s.io/v1beta1 served (RUNTIME_CONFIG).
 FEATURE_GATES = ",".join(
     f"{gate}=true"
     for gate in (
@@ -41,8 +45,12 @@ FEATURE_GATES = ",".join(
         "DRAPartitionableDevices",
         "DRAConsumableCapacity",
         "DRADeviceBindingConditions",
+        "DRAExtendedResource",
+        "GenericWorkload",
+        "DRAWorkloadResourceClaims",
     )
 )
+RUNTIME_CONFIG = "resource.k8s.io/v1=true,scheduling.k8s.io/v1beta1=true"
 # What kube-controller-manager runs: generated claims (and their release), eviction for NoExecute device
 # taints, and the garbage collector that deletes a generated claim once its Pod is gone.
 CONTROLLERS = "resourceclaim-controller,device-taint-eviction-controller,garbage-collector-controller"
@@ -287,7 +295,7 @@ class ControlPlane:
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--endpoint-reconciler-type=none",
             f"--feature-gates={FEATURE_GATES}",
-            "--runtime-config=resource.k8s.io/v1=true",
+            f"--runtime-config={RUNTIME_CONFIG}",
             "--profiling=false", "--v=1",
         ])
         common = ["--leader-elect=false", "--bind-address=127.0.0.1", f"--feature-gates={FEATURE_GATES}",

@@ -5,9 +5,11 @@ Each case builds its own Node (its status set through the API, as a kubelet woul
 ResourceSlice of two GPUs (driver gpu.example.com) and a DeviceClass that selects only that node's devices, so
 the cases do not see each other's devices. The real scheduler allocates (or reports why it cannot) and binds;
 the real resourceclaim controller makes claims from templates and releases them; the device-taint-eviction
-controller evicts the holder of a device tainted NoExecute (an expected failure until Claimline derives
-device-taint-eviction). Then Claimline must say what the cluster holds, with the designed reason and the
-scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
+controller evicts the holder of a device tainted NoExecute (by its slice or by a DeviceTaintRule), and a
+NoSchedule DeviceTaintRule keeps a Pod from its devices. The scheduler holds a gang (a scheduling.k8s.io/v1beta1
+PodGroup) until minCount members exist, waits for a device's binding conditions before it binds, and makes the
+claim for a DeviceClass's extended resource. Then Claimline must say what the cluster holds, with the designed
+reason and the scheduler's own words. What the components wrote is kept in tests/fixtures/real/ (rewritten with
 CLAIMLINE_RECORD_REAL=1) so unit tests can quote real wording.
 
 Skipped when scripts/build-control-plane has not built the binaries (it needs Go).
@@ -67,8 +69,12 @@ def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def add_gpu_node(plane: ControlPlane, case: str, taints: list[dict[str, str]] | None = None) -> str:
-    """Node ``n-<case>`` reporting Ready, a slice of two A100s for it and DeviceClass ``gpu-<case>``."""
+def add_gpu_node(
+    plane: ControlPlane, case: str, taints: list[dict[str, str]] | None = None, gpus: int = 2,
+    device_extra: dict[str, Any] | None = None, class_extra: dict[str, Any] | None = None,
+) -> str:
+    """Node ``n-<case>`` reporting Ready, a slice of ``gpus`` A100s for it (each with ``device_extra`` fields) and
+    DeviceClass ``gpu-<case>`` (with ``class_extra`` in its spec)."""
     api, node = plane.api, f"n-{case}"
     api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {
         "name": node, "labels": {"kubernetes.io/hostname": node, "kubernetes.io/os": "linux"}}})
@@ -81,7 +87,7 @@ def add_gpu_node(plane: ControlPlane, case: str, taints: list[dict[str, str]] | 
                         "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}],
     }})
     devices = []
-    for index in range(2):
+    for index in range(gpus):
         device: dict[str, Any] = {
             "name": f"gpu-{index}",
             "attributes": {"model": {"string": "A100"}, "case": {"string": case}},
@@ -89,7 +95,7 @@ def add_gpu_node(plane: ControlPlane, case: str, taints: list[dict[str, str]] | 
         }
         if taints:
             device["taints"] = taints
-        devices.append(device)
+        devices.append({**device, **(device_extra or {})})
     api.create(f"{RESOURCE}/resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": f"{node}-{DRIVER}"},
         "spec": {"driver": DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
@@ -97,7 +103,8 @@ def add_gpu_node(plane: ControlPlane, case: str, taints: list[dict[str, str]] | 
     api.create(f"{RESOURCE}/deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
         "metadata": {"name": f"gpu-{case}"},
         "spec": {"selectors": [{"cel": {"expression": (
-            f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].case == "{case}"')}}]}})
+            f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].case == "{case}"')}}],
+                 **(class_extra or {})}})
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"e2e-{case}"}})
     return node
 
@@ -114,16 +121,22 @@ def add_claim(plane: ControlPlane, case: str, name: str, request: dict[str, Any]
 
 
 def add_pod(plane: ControlPlane, case: str, name: str, claim: str | None = None,
-            template: str | None = None, grace: int = 0) -> dict[str, Any]:
-    source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
+            template: str | None = None, grace: int = 0, group: str | None = None,
+            limits: dict[str, str] | None = None) -> dict[str, Any]:
+    """A Pod using claim ``claim`` or one from ``template`` as ``gpu``, or (``limits``) an extended resource;
+    ``group``: the PodGroup it belongs to (``spec.schedulingGroup``)."""
+    container: dict[str, Any] = {"name": "cuda", "image": "registry.example/cuda-check:12"}
+    spec: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": grace}
+    if limits is not None:
+        container["resources"] = {"limits": limits}
+    else:
+        source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
+        container["resources"] = {"claims": [{"name": "gpu"}]}
+        spec["resourceClaims"] = [{"name": "gpu", **source}]
+    if group is not None:
+        spec["schedulingGroup"] = {"podGroupName": group}
     pod: dict[str, Any] = plane.api.create(f"/api/v1/namespaces/e2e-{case}/pods", {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {
-            "containers": [{"name": "cuda", "image": "registry.example/cuda-check:12",
-                            "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", **source}],
-            "terminationGracePeriodSeconds": grace,
-        }})
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
     return pod
 
 
@@ -364,6 +377,221 @@ def test_a_noexecute_device_taint_evicts_the_holder(control_plane: ControlPlane,
 
     collect(real)
     verdict = explain("evict", "victim")["verdict"]
-    assert verdict["reason"] == "device-taint-eviction", verdict
-    assert verdict["boundary"] == "inventory"
+    assert (verdict["boundary"], verdict["reason"]) == ("inventory", "device-taint-eviction"), verdict
     assert device in verdict["message"] and "example.com/ecc" in verdict["message"], verdict
+
+
+def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}
+
+
+def add_taint_rule(plane: ControlPlane, name: str, selector: dict[str, str], effect: str) -> dict[str, Any]:
+    """A DeviceTaintRule (resource.k8s.io/v1) tainting the devices ``selector`` (driver, pool, device) names."""
+    rule: dict[str, Any] = plane.api.create(f"{RESOURCE}/devicetaintrules", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name},
+        "spec": {"deviceSelector": selector,
+                 "taint": {"key": "example.com/drain", "value": "rma", "effect": effect}}})
+    return rule
+
+
+def test_a_noexecute_device_taint_rule_evicts_the_holder(control_plane: ControlPlane, real: ClusterSource) -> None:
+    """A DeviceTaintRule (not the slice) taints the held device NoExecute: the eviction controller evicts the
+    Pod, and Claimline names the device, the taint and the rule."""
+    api = control_plane.api
+    node = add_gpu_node(control_plane, "rule")
+    add_claim(control_plane, "rule", "one-gpu", exactly("rule"))
+    add_pod(control_plane, "rule", "victim", claim="one-gpu", grace=30)
+    _pod, claim = wait_bound(control_plane, "rule", "victim", "one-gpu")
+    device = claim["status"]["allocation"]["devices"]["results"][0]["device"]
+    add_taint_rule(control_plane, "drain-rule", {"driver": DRIVER, "pool": node, "device": device}, "NoExecute")
+
+    def evicted() -> dict[str, Any] | None:
+        got: dict[str, Any] = api.get(pod_path("rule", "victim"))
+        return got if got["metadata"].get("deletionTimestamp") else None
+
+    pod = wait_for("the eviction", evicted, timeout=30)
+    disruption = next(c for c in pod["status"]["conditions"] if c["type"] == "DisruptionTarget")
+    assert disruption["reason"] == "DeletionByDeviceTaintManager"
+    rule = wait_for("the rule's EvictionInProgress", lambda: next(
+        (r for r in [api.get(f"{RESOURCE}/devicetaintrules/drain-rule")]
+         if any(c["type"] == "EvictionInProgress" for c in (r.get("status") or {}).get("conditions") or [])),
+        None), timeout=30)
+    events = api.get("/api/v1/namespaces/e2e-rule/events", fieldSelector="reason=DeviceTaintManagerEviction")
+    record("rule-evict", condition=disruption, ruleStatus=rule.get("status"), events=[{k: e.get(k) for k in (
+        "type", "reason", "message", "action", "reportingComponent", "involvedObject")} for e in events["items"]])
+
+    collect(real)
+    verdict = explain("rule", "victim")["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("inventory", "device-taint-eviction"), verdict
+    for named in (device, "example.com/drain", "rma", "DeviceTaintRule drain-rule"):
+        assert named in verdict["message"], (named, verdict["message"])
+
+
+def test_a_noschedule_device_taint_rule_blocks_a_pending_pod(
+    control_plane: ControlPlane, real: ClusterSource
+) -> None:
+    """A NoSchedule DeviceTaintRule over the whole pool: the scheduler cannot allocate, and Claimline says the
+    devices are tainted by that rule, not that the Pod fits."""
+    node = add_gpu_node(control_plane, "rulens")
+    add_taint_rule(control_plane, "drain-rulens", {"driver": DRIVER, "pool": node}, "NoSchedule")
+    add_claim(control_plane, "rulens", "one-gpu", exactly("rulens"))
+    add_pod(control_plane, "rulens", "waiter", claim="one-gpu")
+    failure = wait_failed_scheduling(control_plane, "rulens", "waiter")
+    record("rule-noschedule", **scheduler_wording(failure))
+    verdict = assert_verdict(real, "rulens", "waiter", "devices-tainted", failure)
+    assert "drain-rulens" in verdict["message"], verdict
+
+
+SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
+
+
+def add_gang(plane: ControlPlane, case: str, min_count: int, ranks: range) -> None:
+    """PodGroup ``trio`` (gang of ``min_count``, made once) and a member ``rank-<i>`` with its own one-GPU claim
+    for each of ``ranks``."""
+    if not plane.api.exists(f"{SCHEDULING}/namespaces/e2e-{case}/podgroups/trio"):
+        plane.api.create(f"{SCHEDULING}/namespaces/e2e-{case}/podgroups", {
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "trio"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}})
+    for rank in ranks:
+        add_claim(plane, case, f"rank-{rank}", exactly(case))
+        add_pod(plane, case, f"rank-{rank}", claim=f"rank-{rank}", group="trio")
+
+
+def group_scheduled(plane: ControlPlane, case: str) -> dict[str, Any]:
+    """The scheduler's PodGroupInitiallyScheduled condition on PodGroup ``trio``, once it is there."""
+    found: dict[str, Any] = wait_for("PodGroupInitiallyScheduled", lambda: next(
+        (c for c in (plane.api.get(f"{SCHEDULING}/namespaces/e2e-{case}/podgroups/trio").get("status") or {}).get(
+            "conditions") or [] if c["type"] == "PodGroupInitiallyScheduled"), None), timeout=30)
+    return found
+
+
+def test_a_gang_short_of_min_count_waits_then_is_placed(control_plane: ControlPlane, real: ClusterSource) -> None:
+    """A PodGroup of minCount 3 (scheduling.k8s.io/v1beta1) with two members: the scheduler keeps them out of
+    its queue and writes nothing about them (no FailedScheduling event, no PodScheduled condition, the group's
+    status empty), and Claimline says gang-incomplete. A third member arrives: the group is placed."""
+    api = control_plane.api
+    add_gpu_node(control_plane, "gang", gpus=3)
+    add_gang(control_plane, "gang", 3, range(2))
+    # Give the scheduler time to have seen both members; it must still not have placed or reported either.
+    wait_for("both members seen by the scheduler", lambda: len(api.get(
+        "/api/v1/namespaces/e2e-gang/pods")["items"]) == 2, timeout=10)
+    collect(real)  # the collection's own round trip gives the scheduler a few seconds more
+    for rank in range(2):
+        pod = api.get(pod_path("gang", f"rank-{rank}"))
+        assert not pod["spec"].get("nodeName") and not pod["status"].get("conditions"), pod["status"]
+    events = api.get("/api/v1/namespaces/e2e-gang/events")["items"]
+    group = api.get(f"{SCHEDULING}/namespaces/e2e-gang/podgroups/trio")
+    assert not events and not group.get("status"), (events, group.get("status"))
+    record("gang", waitingGroup=without_managed_fields(group), waitingEvents=events)
+
+    doc = explain("gang", "rank-0")
+    verdict = doc["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("allocation", "gang-incomplete"), verdict
+    for said in ("gang e2e-gang/trio", "PodGroup minCount 3", "only 2 exist (rank-0, rank-1)", "1 more"):
+        assert said in verdict["message"], (said, verdict["message"])
+
+    add_gang(control_plane, "gang", 3, range(2, 3))
+    bound = [wait_bound(control_plane, "gang", f"rank-{rank}", f"rank-{rank}") for rank in range(3)]
+    devices = {allocation_results(claim)[0] for _pod, claim in bound}
+    assert len(devices) == 3
+    placed = group_scheduled(control_plane, "gang")
+    record("gang", placedCondition=placed)
+    collect(real)
+    for rank in range(3):
+        doc = explain("gang", f"rank-{rank}")
+        assert claim_doc(doc, f"rank-{rank}")["boundaries"]["allocation"]["state"] == "ok", doc["verdict"]
+        assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
+
+
+def test_binding_conditions_hold_the_pod_until_the_driver_says_ready(
+    control_plane: ControlPlane, real: ClusterSource
+) -> None:
+    """Devices whose slice sets bindingConditions: the scheduler allocates and waits in PreBind until the driver
+    (played here) sets the condition in the claim's status.devices[]; Claimline says binding-pending, then the
+    Pod binds."""
+    api = control_plane.api
+    node = add_gpu_node(control_plane, "bind", device_extra={
+        "bindingConditions": ["example.com/attached"], "bindingFailureConditions": ["example.com/attach-failed"]})
+    add_claim(control_plane, "bind", "one-gpu", exactly("bind"))
+    add_pod(control_plane, "bind", "trainer", claim="one-gpu")
+
+    def allocated() -> dict[str, Any] | None:
+        held: dict[str, Any] = api.get(claim_path("bind", "one-gpu"))
+        return held if (held.get("status") or {}).get("allocation") else None
+
+    claim = wait_for("the allocation", allocated, timeout=30)
+    events = wait_for("BindingConditionsPending", lambda: api.get(
+        "/api/v1/namespaces/e2e-bind/events", fieldSelector="reason=BindingConditionsPending")["items"], timeout=30)
+    pod = api.get(pod_path("bind", "trainer"))
+    assert not pod["spec"].get("nodeName"), pod["spec"]
+    record("binding", allocation=claim["status"]["allocation"], pendingEvent={k: events[-1].get(k) for k in (
+        "type", "reason", "message", "reportingComponent")}, podStatus=pod["status"])
+
+    collect(real)
+    doc = explain("bind", "trainer")
+    verdict = doc["verdict"]
+    assert (verdict["boundary"], verdict["reason"]) == ("allocation", "binding-pending"), verdict
+    assert "example.com/attached" in verdict["message"], verdict
+
+    result = claim["status"]["allocation"]["devices"]["results"][0]
+    api.merge_patch(f"{claim_path('bind', 'one-gpu')}/status", {"status": {"devices": [{
+        "driver": result["driver"], "pool": result["pool"], "device": result["device"],
+        "conditions": [{"type": "example.com/attached", "status": "True", "reason": "Attached",
+                        "message": "attached to the node", "lastTransitionTime": now_rfc3339()}]}]}})
+    pod, claim = wait_bound(control_plane, "bind", "trainer", "one-gpu")
+    assert pod["spec"]["nodeName"] == node
+    collect(real)
+    doc = explain("bind", "trainer")
+    assert claim_doc(doc, "one-gpu")["boundaries"]["allocation"]["state"] == "ok", doc["verdict"]
+    assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
+
+
+def test_the_scheduler_makes_the_claim_for_an_extended_resource(
+    control_plane: ControlPlane, real: ClusterSource
+) -> None:
+    """A DeviceClass with an extendedResourceName and a Pod asking for it in its limits, on a node with no device
+    plugin for it: the scheduler creates the claim (DRAExtendedResource) and Claimline shows it allocated."""
+    api = control_plane.api
+    node = add_gpu_node(control_plane, "ext", class_extra={"extendedResourceName": "example.com/gpu-ext"})
+    add_pod(control_plane, "ext", "trainer", limits={"example.com/gpu-ext": "1"})
+
+    def made() -> str | None:
+        status = api.get(pod_path("ext", "trainer"))["status"].get("extendedResourceClaimStatus") or {}
+        return status.get("resourceClaimName")
+
+    name: str = wait_for("the scheduler's claim", made, timeout=30)
+    pod, claim = wait_bound(control_plane, "ext", "trainer", name)
+    assert pod["spec"]["nodeName"] == node
+    held = allocation_results(claim)
+    record("extended", extendedResourceClaimStatus=pod["status"]["extendedResourceClaimStatus"],
+           claimSpec=claim["spec"], allocation=claim["status"]["allocation"],
+           annotations=claim["metadata"].get("annotations"))
+
+    collect(real)
+    doc = explain("ext", "trainer")
+    shown = claim_doc(doc, name)["boundaries"]["allocation"]
+    assert shown["state"] == "ok", shown
+    evidence = [e for e in shown["evidence"] if e.get("kind") == "AllocationResult"]
+    assert sorted((e["driver"], e["pool"], e["device"]) for e in evidence) == held
+    assert doc["verdict"]["reason"] == "preparation-pending", doc["verdict"]
+
+
+def test_a_complete_gang_that_does_not_fit_together(control_plane: ControlPlane, real: ClusterSource) -> None:
+    """Three members of a minCount-3 gang, each wanting a GPU, on a node of two: each fits alone, not all
+    together. The scheduler reports the group unschedulable; Claimline gives the device reason that stops the
+    group, says how many members fit, and quotes the scheduler."""
+    add_gpu_node(control_plane, "gangfull")
+    add_gang(control_plane, "gangfull", 3, range(3))
+    failures = [wait_failed_scheduling(control_plane, "gangfull", f"rank-{rank}") for rank in range(3)]
+    group = group_scheduled(control_plane, "gangfull")
+    record("gang-unschedulable", groupCondition=group,
+           memberEvents=[scheduler_wording(f)["event"]["message"] for f in failures],
+           memberConditions=[f["condition"] for f in failures])
+    assert group["status"] == "False" and "minCount (3) cannot be satisfied" in group["message"], group
+    collect(real)
+    for rank in range(3):
+        verdict = explain("gangfull", f"rank-{rank}")["verdict"]
+        assert (verdict["boundary"], verdict["reason"]) == ("allocation", "devices-in-use"), verdict
+        for said in ("gang e2e-gangfull/trio", "PodGroup minCount 3", "only 2 of its 3 members fit together",
+                     f'the scheduler reported on the group: "{group["message"]}"'):
+            assert said in verdict["message"], (said, verdict["message"])

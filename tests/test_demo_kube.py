@@ -37,8 +37,8 @@ def test_the_story_applied_to_a_real_control_plane_is_what_claimline_collects(
         by_kind.setdefault(obj["kind"], set()).add((obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
     for kind in ("Node", "DeviceClass", "ResourceSlice", "ResourceClaimTemplate", "ResourceClaim", "Pod", "Event"):
         assert sorted(applied.created.get(kind, [])) == sorted(name for _, name in by_kind[kind]), kind
-    # The gang-scheduling API is off on this control plane (no GenericWorkload gates); the API server refuses
-    # nothing of the story.
+    # The session's control plane serves the gang-scheduling API (GenericWorkload, DRAWorkloadResourceClaims); one
+    # without it refuses Workloads and PodGroups (named as not served). The API server refuses nothing of the story.
     assert applied.not_served <= {"Workload", "PodGroup"}
     assert not applied.problems, applied.problems
 
@@ -60,9 +60,14 @@ def test_the_story_applied_to_a_real_control_plane_is_what_claimline_collects(
         ).values_list("namespace", "name", "uid")
     }
     # Claimline holds exactly the claims the API server serves (with the UIDs it gave them), and those are the
-    # story's: the resourceclaim controller made none of its own for the Pods.
+    # story's: the resourceclaim controller made none of its own for the Pods. Where PodGroups are served it makes
+    # one for the story's PodGroup from its template (under a name of its own), owned by the group.
     assert collected == served
-    assert set(collected) == by_kind["ResourceClaim"]
+    assert by_kind["ResourceClaim"] <= set(collected)
+    for ns, name in set(collected) - by_kind["ResourceClaim"]:
+        owners = control_plane.api.get(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}")[
+            "metadata"].get("ownerReferences") or []
+        assert [o["kind"] for o in owners] == ["PodGroup"], (ns, name, owners)
 
     # A Pod the story has running: its claim's allocation, set through the status subresource, is shown.
     out = StringIO()
