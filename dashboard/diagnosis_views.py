@@ -17,6 +17,7 @@ from collector.models import ObjectVersion
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
 from dashboard.clusters import cluster_or_404
+from dashboard.leak_flags import flags_for
 from dashboard.selector_limits import match_devices_typed
 from dashboard.views import render_page
 from derived.reading import explain_read
@@ -82,6 +83,7 @@ def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
     except (ReadError, PodNotFound) as exc:
         raise Http404(str(exc)) from None
     doc = redactor_with(request.user, c, namespaces).document(doc)
+    flags = flags_for(history, scope_for(request.user, c), [str(x.get("uid") or "") for x in doc["claims"]])
     context = {
         "cluster": c,
         "doc": doc,
@@ -92,9 +94,11 @@ def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
                 "ordered": _boundaries_for_page(claim),
                 "chart_id": f"timeline-{i}",
                 "chart": charts.claim_timeline(claim.get("timeline", [])),
+                "flag": flags.get(str(claim.get("uid") or "")),
             }
             for i, claim in enumerate(doc["claims"])
         ],
+        "flags": list(flags.values()),
         "as_of": history.as_of,
         "selected_uid": doc["pod"]["uid"],
         # Live unless a past time was asked for: asks every few seconds while watching, what it shows

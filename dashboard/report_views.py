@@ -16,6 +16,7 @@ from collector.history_reader import StoredHistory
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
 from dashboard.clusters import cluster_or_404
+from dashboard.leak_flags import flags_by_uid, flags_for
 from dashboard.views import render_page
 from derived.reading import class_matches_read, device_history_read
 from derived.reports import audit_read, leaks_read
@@ -134,7 +135,7 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     # Only the holders' namespaces are checked against the scope: no document to redact, so the
     # namespaces in use (every live Pod's, for a team member) are not read.
     scope = scope_for(request.user, c)
-    flagged = {str(x["uid"]): str(x["reason"]) for x in leaks_read(history, leak_thresholds())["claims"]}
+    flagged = flags_by_uid(history, scope)
     node = request.GET.get("node", "")
     devices = [d for d in known.devices if not node or _node_of(d) == node]
     devices.sort(key=lambda d: (_node_of(d), d.pool, d.name))
@@ -165,7 +166,7 @@ def _node_of(device: AdvertisedDevice) -> str:
 
 
 def _inventory_row(
-    device: AdvertisedDevice, holder: dict[str, Any] | None, scope: Scope, flagged: dict[str, str]
+    device: AdvertisedDevice, holder: dict[str, Any] | None, scope: Scope, flagged: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     shown: dict[str, Any] = {}
     if holder is not None:
@@ -185,7 +186,7 @@ def _inventory_row(
         "holder": holder is not None,
         "holder_name": shown.get("claim", ""),
         "holder_uid": shown.get("claim_uid", ""),
-        "leak": flagged.get(shown.get("claim_uid", ""), "") if shown.get("claim_uid") else "",
+        "leak": flagged.get(shown.get("claim_uid", "")) if shown.get("claim_uid") else None,
         "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
     }
 
@@ -252,7 +253,15 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
         {**u, "holders": visible_holders(scope, u["holders"])}
         for u in (counter_sets_of(inventory, device_id) if inventory is not None else ())
     ]
-    context = {"cluster": c, "doc": doc, "hidden_claims": len(hidden), "shared": shared, "counter_sets": counter_sets}
+    flags = flags_for(history, scope, [str(x["uid"]) for x in doc["claims"] if not x.get("until")])
+    context = {
+        "cluster": c,
+        "doc": doc,
+        "flags": list(flags.values()),
+        "hidden_claims": len(hidden),
+        "shared": shared,
+        "counter_sets": counter_sets,
+    }
     return render_page(request, "dashboard/device.html", context, "device")
 
 

@@ -19,6 +19,7 @@ from collector.history_reader import NoSnapshot, decode_stored, latest_snapshot_
 from collector.models import ObjectVersion, Snapshot
 from collector.recent_history import ReadError, open_history
 from dashboard.clusters import cluster_or_404
+from dashboard.leak_flags import flags_by_uid, flags_for
 from derived.claim_rows import claim_judgements
 from derived.reading import claims_page
 from domain.cluster.claim_summaries import allocation_results, summarize_claim
@@ -48,7 +49,9 @@ def claims(request: HttpRequest, cluster: str) -> HttpResponse:
         namespace = request.GET.get("namespace", "")
         # A 5,000-node cluster has tens of thousands of claims: render a page of them.
         listed = claims_page(history, scope_for(request.user, c), namespace, request.GET.get("page"), CLAIMS_PER_PAGE)
-        context.update(claims=listed.claims, page=listed.page, as_of=history.as_of, namespaces=listed.namespaces,
+        flags = flags_by_uid(history, scope_for(request.user, c))
+        rows = [(claim, flags.get(claim.uid)) for claim in listed.claims]
+        context.update(claims=rows, page=listed.page, as_of=history.as_of, namespaces=listed.namespaces,
                        namespace=namespace, total=listed.total)
     context["last_run"] = Snapshot.objects.filter(cluster=c).order_by("-at").first()
     return render_page(request, "dashboard/claims.html", context, "claims-table")
@@ -65,6 +68,10 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         raise Http404("no such claim")
     scope = scope_for(request.user, c)
     require_namespace(scope, rows[0]["namespace"])
+    try:
+        flag = flags_for(open_history(c, request.GET.get("as_of") or None), scope, [uid]).get(uid)
+    except ReadError:
+        flag = None
     versions: list[dict[str, Any]] = []
     previous = newest = None
     for row in rows:
@@ -91,6 +98,7 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         "cluster": c,
         "uid": uid,
         "claim": latest,
+        "flag": flag,
         # Each allocated device with its driver, for its page (the summary says "pool/device").
         "devices": [
             {key: str(r.get(key) or "") for key in ("driver", "pool", "device")}
