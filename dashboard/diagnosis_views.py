@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -35,20 +36,38 @@ def search(request: HttpRequest, cluster: str) -> HttpResponse:
     hits: list[dict[str, Any]] = []
     scope = scope_for(request.user, c)
     if name:
-        rows = ObjectVersion.objects.filter(cluster=c, kind__in=["Pod", "ResourceClaim"], name=name)
-        if slash:
-            rows = rows.filter(namespace=namespace)
-        seen: set[tuple[str, str, str]] = set()
-        for kind, ns, n in rows.order_by("kind", "namespace").values_list("kind", "namespace", "name"):
-            if (kind, ns, n) not in seen and scope.sees(ns):
-                seen.add((kind, ns, n))
-                hits.append({"kind": kind, "namespace": ns, "name": n, "url": _url_for(c.name, kind, ns, n)})
+        hits = _hits(c, scope, namespace if slash else None, name, exact=True)
+        if not hits:  # any part of a Pod, claim or namespace name, in scope
+            hits = _hits(c, scope, namespace if slash else None, name, exact=False)
     pods = [h for h in hits if h["kind"] == "Pod"]
     if len(pods) == 1:
         return redirect(pods[0]["url"])
     if not pods and len(hits) == 1:
         return redirect(hits[0]["url"])
     return render_page(request, "dashboard/search.html", {"cluster": c, "query": query, "hits": hits}, "hits")
+
+
+SEARCH_LIMIT = 200
+
+
+def _hits(c: Any, scope: Any, namespace: str | None, name: str, *, exact: bool) -> list[dict[str, Any]]:
+    rows = ObjectVersion.objects.filter(cluster=c, kind__in=["Pod", "ResourceClaim"])
+    if exact:
+        rows = rows.filter(name=name)
+    elif namespace is None:
+        rows = rows.filter(Q(name__icontains=name) | Q(namespace__icontains=name))
+    else:
+        rows = rows.filter(name__icontains=name, namespace__icontains=namespace)
+    if exact and namespace is not None:
+        rows = rows.filter(namespace=namespace)
+    if not scope.admin:
+        rows = rows.filter(namespace__in=sorted(scope.namespaces))
+    found = rows.order_by("kind", "namespace", "name").values_list("kind", "namespace", "name").distinct()
+    return [
+        {"kind": kind, "namespace": ns, "name": n, "url": _url_for(c.name, kind, ns, n)}
+        for kind, ns, n in found[:SEARCH_LIMIT]
+        if scope.sees(ns)
+    ]
 
 
 def _url_for(cluster: str, kind: str, namespace: str, name: str) -> str:
