@@ -1,4 +1,5 @@
-"""Leak flags beside the claims a page shows: read from the stored leak report, scoped, with what would release each."""
+"""Leak flags beside the claims a page shows: read from the derived layer's stored flags of those claims, scoped,
+with what would release each."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from collector.history_reader import StoredHistory
-from derived.reports import leaks_read
+from derived.reports import leak_flags_read
 from derived.thresholds import leak_thresholds
 from domain.reports.leaks import FAILING_POD, ORPHANED, STUCK_DELETION, UNRESERVED
 from domain.reports.redaction import Scope
@@ -54,12 +55,12 @@ def flag_of(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def flags_by_uid(history: StoredHistory, scope: Scope) -> dict[str, dict[str, Any]]:
-    """The flagged claims the scope sees, by UID (the report is stored: reading it costs little)."""
-    doc = leaks_read(history, leak_thresholds())
-    return {str(e["uid"]): flag_of(e) for e in doc["claims"] if scope.sees(e.get("namespace"))}
-
-
 def flags_for(history: StoredHistory, scope: Scope, uids: Iterable[str]) -> dict[str, dict[str, Any]]:
-    wanted = set(uids)
-    return {uid: flag for uid, flag in flags_by_uid(history, scope).items() if uid in wanted}
+    """The flags of the claims ``uids`` (those a page shows) the scope sees, by UID: the derived layer's
+    stored flags of just those claims, one query however many the page shows."""
+    return flags_of(leak_flags_read(history, leak_thresholds(), uids), scope)
+
+
+def flags_of(entries: Iterable[dict[str, Any]], scope: Scope) -> dict[str, dict[str, Any]]:
+    """The flags of leak report ``entries`` the scope sees, by claim UID."""
+    return {str(e["uid"]): flag_of(e) for e in entries if scope.sees(e.get("namespace"))}

@@ -16,7 +16,7 @@ from collector.history_reader import StoredHistory
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
 from dashboard.clusters import cluster_or_404
-from dashboard.leak_flags import flags_by_uid, flags_for
+from dashboard.leak_flags import flags_for
 from dashboard.views import render_page
 from derived.reading import class_matches_read, device_history_read
 from derived.reports import audit_read, leaks_read
@@ -135,13 +135,15 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     # Only the holders' namespaces are checked against the scope: no document to redact, so the
     # namespaces in use (every live Pod's, for a team member) are not read.
     scope = scope_for(request.user, c)
-    flagged = flags_by_uid(history, scope)
     node = request.GET.get("node", "")
     devices = [d for d in known.devices if not node or _node_of(d) == node]
     devices.sort(key=lambda d: (_node_of(d), d.pool, d.name))
     # 40,000 GPUs at 5,000 nodes: a page of rows is rendered, not megabytes of them.
     page = Paginator(devices, DEVICES_PER_PAGE).get_page(request.GET.get("page"))
-    rows = [_inventory_row(device, holders.get(device.id), scope, flagged) for device in page.object_list]
+    shown = list(page.object_list)
+    # The flags of the claims holding the page's devices: one lookup for the page, not per claim.
+    flagged = flags_for(history, scope, [uid_of(h) for d in shown if (h := holders.get(d.id)) is not None])
+    rows = [_inventory_row(device, holders.get(device.id), scope, flagged) for device in shown]
     held = sum(1 for d in devices if d.id in holders)
     counter_sets = [
         {**u, "holders": visible_holders(scope, u["holders"])}

@@ -5,25 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group
 from django.test import Client
 
 from access.models import NamespaceGrant
 from collector.models import ObjectVersion
 from dashboard.leak_flags import release_of
+from tests.users import login
 
 pytestmark = pytest.mark.django_db
 
 COMMAND = "kubectl delete resourceclaim -n batch report-gpu"
-
-
-def login(username: str, groups: list[str]) -> Client:
-    user = User.objects.create_user(username, password="pw")
-    for name in groups:
-        user.groups.add(Group.objects.get_or_create(name=name)[0])
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -108,3 +100,24 @@ def test_release_commands() -> None:
     assert stuck["command"] == "kubectl get resourceclaim -n ns c -o jsonpath='{.metadata.finalizers}'"
     assert "driver or controller" in stuck["note"]
     assert release_of({**entry, "reason": "held-by-failing-pod"})["command"] == "kubectl delete pod -n ns p"
+
+
+def test_stored_flags_equal_the_leak_report_at_every_snapshot(demo_history: Any) -> None:
+    """The derived rows a page reads (LeakFlag) say what the leak report says, snapshot by snapshot, hours
+    counted on read included; only the message (which says for how long) is left out."""
+    from collector.models import Snapshot
+    from collector.recent_history import open_history
+    from derived.reports import covers, leak_flags_read, leaks_read
+    from derived.thresholds import leak_thresholds
+
+    flagged_somewhere = False
+    for snapshot in Snapshot.objects.order_by("at"):
+        history = open_history(snapshot.cluster, snapshot.at)
+        assert covers(history)
+        report = leaks_read(history, leak_thresholds())["claims"]
+        every = ObjectVersion.objects.filter(kind="ResourceClaim").values_list("uid", flat=True).distinct()
+        stored = leak_flags_read(history, leak_thresholds(), every)
+        expected = sorted(({k: v for k, v in e.items() if k != "message"} for e in report), key=lambda e: e["uid"])
+        assert stored == expected, snapshot.at
+        flagged_somewhere |= bool(stored)
+    assert flagged_somewhere
