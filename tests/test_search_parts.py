@@ -5,27 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.test import Client
 
-from access.models import NamespaceGrant
+from tests.users import admin_and_alice
 
 pytestmark = pytest.mark.django_db
 
 
-def login(username: str, groups: list[str]) -> Client:
-    user = User.objects.create_user(username, password="pw")
-    for name in groups:
-        user.groups.add(Group.objects.get_or_create(name=name)[0])
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def clients(demo_history: Any) -> dict[str, Client]:
-    NamespaceGrant.objects.create(group=Group.objects.create(name="ml-training"), namespace="ml-training")
-    return {"admin": login("admin", ["platform-admins"]), "member": login("member", ["ml-training"])}
+    clients = admin_and_alice()
+    return {"admin": clients["admin"], "member": clients["alice"]}
 
 
 def landed(client: Client, q: str) -> str:
@@ -39,7 +29,7 @@ def landed(client: Client, q: str) -> str:
 def test_a_part_of_a_name_finds_it(clients: dict[str, Client]) -> None:
     for q in ("h100", "ml-training", "report"):
         found = landed(clients["admin"], q)
-        assert "No Pod or claim" not in found, q
+        assert "No Pod, claim, node or namespace" not in found, q
     assert landed(clients["admin"], "report-g").startswith("/c/demo/claims/")  # the one claim
     assert "ml-training/" in landed(clients["admin"], "ml-training")
 
