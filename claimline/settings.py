@@ -66,6 +66,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "dashboard.middleware.TrustedProxyHeaderMiddleware",
     "dashboard.middleware.SignInRequiredMiddleware",
+    # A picked time redirected to RFC 3339, and a past time's links keeping it (after sign-in: none for strangers).
+    "dashboard.time_travel.AsOfLinksMiddleware",
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
     # After sign-in (an anonymous asker is sent to sign in first) and inside the CSP (its 400 pages get one).
     "dashboard.middleware.BadRequestMiddleware",
@@ -87,6 +89,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "dashboard.time_travel.picker",
             ],
         },
     },

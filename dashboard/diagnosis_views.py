@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -13,53 +15,60 @@ from django.views.decorators.http import require_GET
 
 from access.scope import redactor_of, redactor_with, require_namespace, scope_for
 from collector.history_reader import NoSnapshot, latest_snapshot
-from collector.models import ObjectVersion
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
 from dashboard.clusters import cluster_or_404
+from dashboard.finding import FILTERS, PODS_PER_PAGE, filter_rows, pod_rows, search_hits
+from dashboard.leak_flags import flags_for
 from dashboard.selector_limits import match_devices_typed
+from dashboard.time_travel import pod_steps, with_as_of
 from dashboard.views import render_page
 from derived.reading import explain_read
 from domain.allocator.cel import SelectorCompileError, SelectorLimitExceeded
 from domain.boundaries.judgement import BOUNDARIES, is_device_check
+from domain.cluster.timefmt import rfc3339
 from domain.verdicts.explain import PodNotFound
 
 
 @require_GET
 def search(request: HttpRequest, cluster: str) -> HttpResponse:
-    """A Pod or claim name, namespace optional, lands on the Pod's page."""
+    """A Pod's exact name lands on its page, as does a query only one thing has in its name; anything else
+    lists what has the query in its name (Pods, claims, namespaces, nodes)."""
     c = cluster_or_404(cluster)
     query = request.GET.get("q", "").strip()
-    namespace, slash, name = query.rpartition("/") if "/" in query else ("", "", query)
-    hits: list[dict[str, Any]] = []
-    scope = scope_for(request.user, c)
-    if name:
-        rows = ObjectVersion.objects.filter(cluster=c, kind__in=["Pod", "ResourceClaim"], name=name)
-        if slash:
-            rows = rows.filter(namespace=namespace)
-        seen: set[tuple[str, str, str]] = set()
-        for kind, ns, n in rows.order_by("kind", "namespace").values_list("kind", "namespace", "name"):
-            if (kind, ns, n) not in seen and scope.sees(ns):
-                seen.add((kind, ns, n))
-                hits.append({"kind": kind, "namespace": ns, "name": n, "url": _url_for(c.name, kind, ns, n)})
-    pods = [h for h in hits if h["kind"] == "Pod"]
-    if len(pods) == 1:
-        return redirect(pods[0]["url"])
-    if not pods and len(hits) == 1:
-        return redirect(hits[0]["url"])
-    return render_page(request, "dashboard/search.html", {"cluster": c, "query": query, "hits": hits}, "hits")
+    hits = search_hits(c, scope_for(request.user, c), query)
+    pods = [h for h in hits if h.kind == "Pod"]
+    exact = len(pods) == 1 and pods[0].name == query.rpartition("/")[2]
+    if exact or len(hits) == 1:
+        return redirect(with_as_of(request, (pods[0] if exact else hits[0]).url))
+    groups = [(kind, [h for h in hits if h.kind == kind]) for kind in ("Pod", "ResourceClaim", "Namespace", "Node")]
+    context = {"cluster": c, "query": query, "hits": hits, "groups": [g for g in groups if g[1]]}
+    return render_page(request, "dashboard/search.html", context, "hits")
 
 
-def _url_for(cluster: str, kind: str, namespace: str, name: str) -> str:
-    if kind == "Pod":
-        return reverse("pod", args=[cluster, namespace, name])
-    uid = (
-        ObjectVersion.objects.filter(cluster__name=cluster, kind=kind, namespace=namespace, name=name)
-        .order_by("-valid_from")
-        .values_list("uid", flat=True)
-        .first()
+@require_GET
+def pods(request: HttpRequest, cluster: str) -> HttpResponse:
+    """The DRA Pods of the snapshot, filtered by namespace, verdict reason, node and phase, a page at a time."""
+    c = cluster_or_404(cluster)
+    context: dict[str, Any] = {"cluster": c, "as_of": None}
+    try:
+        history = open_history(c, request.GET.get("as_of") or None)
+    except ReadError as exc:
+        context["empty_reason"] = str(exc)
+        return render_page(request, "dashboard/pods.html", context, "pods-table")
+    asked = {key: request.GET.get(key, "") for key in FILTERS}
+    rows, choices = filter_rows(pod_rows(history, scope_for(request.user, c)), asked)
+    page = Paginator(rows, PODS_PER_PAGE).get_page(request.GET.get("page"))
+    context.update(
+        as_of=history.as_of,
+        pods=page.object_list,
+        page=page,
+        total=len(rows),
+        asked=asked,
+        choices=choices,
+        filters_query=urlencode({k: v for k, v in asked.items() if v}),
     )
-    return reverse("claim", args=[cluster, uid])
+    return render_page(request, "dashboard/pods.html", context, "pods-table")
 
 
 @require_GET
@@ -82,6 +91,7 @@ def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
     except (ReadError, PodNotFound) as exc:
         raise Http404(str(exc)) from None
     doc = redactor_with(request.user, c, namespaces).document(doc)
+    flags = flags_for(history, scope_for(request.user, c), [str(x.get("uid") or "") for x in doc["claims"]])
     context = {
         "cluster": c,
         "doc": doc,
@@ -92,17 +102,29 @@ def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
                 "ordered": _boundaries_for_page(claim),
                 "chart_id": f"timeline-{i}",
                 "chart": charts.claim_timeline(claim.get("timeline", [])),
+                "flag": flags.get(str(claim.get("uid") or "")),
             }
             for i, claim in enumerate(doc["claims"])
         ],
+        "flags": list(flags.values()),
         "as_of": history.as_of,
         "selected_uid": doc["pod"]["uid"],
         # Live unless a past time was asked for: asks every few seconds while watching, what it shows
         # being the newest snapshot's.
         "live_url": None if as_of else _live_url(request, c.name, namespace, name, history.snapshot_pk),
         "live_seconds": 3 if settings.CLAIMLINE_COLLECT_MODE == "watch" else 15,
+        "steps": _step_urls(c.name, namespace, name, pod_steps(c, namespace, name, history.as_of)),
     }
     return render_page(request, "dashboard/pod.html", context, "pod-body")
+
+
+def _step_urls(cluster: str, namespace: str, name: str, steps: dict[str, datetime | None]) -> dict[str, Any]:
+    """The Pod page as of each step's snapshot, with the step's time."""
+    page = reverse("pod", args=[cluster, namespace, name])
+    return {
+        key: {"at": at, "url": f"{page}?{urlencode({'as_of': rfc3339(at)})}"} if at is not None else None
+        for key, at in steps.items()
+    }
 
 
 def _live_url(request: HttpRequest, cluster: str, namespace: str, name: str, snapshot_pk: int) -> str:

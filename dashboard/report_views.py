@@ -16,6 +16,7 @@ from collector.history_reader import StoredHistory
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
 from dashboard.clusters import cluster_or_404
+from dashboard.leak_flags import flags_for
 from dashboard.views import render_page
 from derived.reading import class_matches_read, device_history_read
 from derived.reports import audit_read, leaks_read
@@ -151,13 +152,15 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     # Only the holders' namespaces are checked against the scope: no document to redact, so the
     # namespaces in use (every live Pod's, for a team member) are not read.
     scope = scope_for(request.user, c)
-    flagged = {str(x["uid"]): str(x["reason"]) for x in leaks_read(history, leak_thresholds())["claims"]}
     node = request.GET.get("node", "")
     devices = [d for d in known.devices if not node or _node_of(d) == node]
     devices.sort(key=lambda d: (_node_of(d), d.pool, d.name))
     # 40,000 GPUs at 5,000 nodes: a page of rows is rendered, not megabytes of them.
     page = Paginator(devices, DEVICES_PER_PAGE).get_page(request.GET.get("page"))
-    rows = [_inventory_row(history, device, holders.get(device.id), scope, flagged) for device in page.object_list]
+    shown = list(page.object_list)
+    # The flags of the claims holding the page's devices: one lookup for the page, not per claim.
+    flagged = flags_for(history, scope, [uid_of(h) for d in shown if (h := holders.get(d.id)) is not None])
+    rows = [_inventory_row(history, device, holders.get(device.id), scope, flagged) for device in shown]
     held = sum(1 for d in devices if d.id in holders)
     counter_sets = [
         {**u, "holders": visible_holders(scope, u["holders"])}
@@ -186,7 +189,7 @@ def _inventory_row(
     device: AdvertisedDevice,
     holder: dict[str, Any] | None,
     scope: Scope,
-    flagged: dict[str, str],
+    flagged: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
     shown: dict[str, Any] = {}
     if holder is not None:
@@ -206,7 +209,7 @@ def _inventory_row(
         "holder": holder is not None,
         "holder_name": shown.get("claim", ""),
         "holder_uid": shown.get("claim_uid", ""),
-        "leak": flagged.get(shown.get("claim_uid", ""), "") if shown.get("claim_uid") else "",
+        "leak": flagged.get(shown.get("claim_uid", "")) if shown.get("claim_uid") else None,
         "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
     }
 
@@ -274,9 +277,11 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
         for u in (counter_sets_of(inventory, device_id) if inventory is not None else ())
     ]
     advertised = _advertised(history, inventory, device_id)
+    flags = flags_for(history, scope, [str(x["uid"]) for x in doc["claims"] if not x.get("until")])
     context = {
         "cluster": c,
         "doc": doc,
+        "flags": list(flags.values()),
         "hidden_claims": len(hidden),
         "shared": shared,
         "counter_sets": counter_sets,

@@ -14,6 +14,7 @@ urlpatterns = [
     path("c/<slug:cluster>/claims/<str:uid>/", views.claim_detail, name="claim"),
     path("c/<slug:cluster>/snapshots/", views.snapshots, name="snapshots"),
     path("c/<slug:cluster>/search", diagnosis_views.search, name="search"),
+    path("c/<slug:cluster>/pods/", diagnosis_views.pods, name="pods"),
     path("c/<slug:cluster>/pods/<str:namespace>/<str:name>/", diagnosis_views.pod, name="pod"),
     path("c/<slug:cluster>/playground/", diagnosis_views.playground, name="playground"),
     path("c/<slug:cluster>/retained/", report_views.leaks, name="leaks"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -15,16 +16,11 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import urlencode
 
 from access.scope import is_platform_admin, require_namespace, scope_for
-from collector.history_reader import (
-    NoSnapshot,
-    decode_stored,
-    group_member_versions,
-    latest_snapshot_time,
-    namespaces_in_use,
-)
+from collector.history_reader import StoredHistory, decode_stored, group_member_versions, namespaces_in_use
 from collector.models import ObjectVersion, Snapshot
 from collector.recent_history import ReadError, open_history
 from dashboard.clusters import cluster_or_404
+from dashboard.leak_flags import flags_for, flags_of
 from derived.claim_rows import claim_judgements
 from derived.reading import claims_page
 from domain.cluster.claim_summaries import allocation_results, consumers, summarize_claim
@@ -48,15 +44,17 @@ def claims(request: HttpRequest, cluster: str) -> HttpResponse:
     # The configured clusters, from settings: a lookup per page is one query more than the list needs.
     context: dict[str, Any] = {"cluster": c, "clusters": [s.name for s in settings.CLAIMLINE_CLUSTERS]}
     try:
-        history = open_history(c, None)
+        history = open_history(c, request.GET.get("as_of") or None)
     except ReadError as exc:
         context.update(claims=[], as_of=None, empty_reason=str(exc))
     else:
         namespace = request.GET.get("namespace", "")
         # A 5,000-node cluster has tens of thousands of claims: render a page of them.
         listed = claims_page(history, scope_for(request.user, c), namespace, request.GET.get("page"), CLAIMS_PER_PAGE)
-        context.update(claims=listed.claims, page=listed.page, as_of=history.as_of, namespaces=listed.namespaces,
-                       namespace=namespace, total=listed.total)
+        flags = flags_of(listed.leaks, scope_for(request.user, c))  # the page's claims' flags, read with it
+        rows = [(claim, flags.get(claim.uid)) for claim in listed.claims]
+        context.update(claims=rows, page=listed.page, as_of=history.as_of, namespaces=listed.namespaces,
+                       namespace=namespace, total=listed.total, filters_query=urlencode({"namespace": namespace}))
     context["last_run"] = Snapshot.objects.filter(cluster=c).order_by("-at").first()
     return render_page(request, "dashboard/claims.html", context, "claims-table")
 
@@ -72,6 +70,11 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         raise Http404("no such claim")
     scope = scope_for(request.user, c)
     require_namespace(scope, rows[0]["namespace"])
+    try:
+        history: StoredHistory | None = open_history(c, request.GET.get("as_of") or None)
+    except ReadError:
+        history = None
+    flag = flags_for(history, scope, [uid]).get(uid) if history is not None else None
     versions: list[dict[str, Any]] = []
     previous = newest = current = None
     for row in rows:
@@ -101,6 +104,7 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         "cluster": c,
         "uid": uid,
         "claim": latest,
+        "flag": flag,
         # Each allocated device with its driver, for its page (the summary says "pool/device").
         "devices": [
             {key: str(r.get(key) or "") for key in ("driver", "pool", "device")}
@@ -108,7 +112,10 @@ def claim_detail(request: HttpRequest, cluster: str, uid: str) -> HttpResponse:
         ],
         "consumers": _consumers(c, current) if current is not None else [],
         "versions": list(reversed(versions)),
-        "judgements": [{**j, "pod_url": _judged_pod_url(c.name, j)} for j in _judgements(scope, c, uid)],
+        "judgements": [
+            {**j, "pod_url": _judged_pod_url(c.name, j)}
+            for j in (_judgements(scope, c, uid, history.as_of) if history is not None else ())
+        ],
     }
     return render_page(request, "dashboard/claim.html", context, "versions")
 
@@ -147,13 +154,9 @@ def _consumers(cluster: Any, claim: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _judgements(scope: Scope, cluster: Any, uid: str) -> list[dict[str, Any]]:
-    """The claim's boundary states and timeline as each Pod using it was last judged (derived rows),
-    redacted for a team member: a message may name another team's claim holding the devices."""
-    try:
-        as_of = latest_snapshot_time(cluster)
-    except NoSnapshot:
-        return []
+def _judgements(scope: Scope, cluster: Any, uid: str, as_of: datetime) -> list[dict[str, Any]]:
+    """The claim's boundary states and timeline as each Pod using it was judged as of the page's snapshot
+    (derived rows), redacted for a team member: a message may name another team's claim holding the devices."""
     judged = [asdict(j) for j in claim_judgements(cluster, uid, as_of)]
     if scope.admin or not judged:
         return judged

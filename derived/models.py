@@ -18,7 +18,7 @@ from collector.models import Cluster, Snapshot
 # refactor of the domain leaves stored rows valid. tests/test_derivation_version.py keeps the two
 # together: it derives the demo story and the shared scenarios and compares a digest of every stored
 # row with the one recorded for this version.
-DOMAIN_VERSION = "2026-12-01.6"
+DOMAIN_VERSION = "2026-12-01.7"
 
 
 class DerivedSnapshot(models.Model):
@@ -208,6 +208,39 @@ class LeakCandidates(ClusterWideRow):
 
     def __str__(self) -> str:
         return f"leak candidates of {self.cluster_id} from {self.valid_from.isoformat()}"
+
+
+class LeakFlag(models.Model):
+    """One flagged claim of the leak report (``leaks.find_leaks``) over a span of derived snapshots, keyed
+    by claim UID: what a page that shows claims reads to flag them, one query for the claims it shows,
+    instead of the report (every candidate's history). The entry is stored without what moves with the
+    as-of time alone (the device-hours and the message, which says for how long): the hours are counted
+    on read from ``held_since`` and ``flagged_since`` (``leaks.leak_hours``). Judged again at every
+    derived snapshot for the leak candidates (time alone flags a candidate); a new row only when the
+    entry differs, so a flag that stands keeps its row. Written with the thresholds of the derivation's
+    settings (``threshold_seconds`` in the entry).
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="leak_flags")
+    claim_uid = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=253)
+    entry = models.TextField(help_text="JSON: the leak report's entry without its hours and message, plus "
+                             "gpu_equivalents (the devices' fractions added up).")
+    content_hash = models.CharField(max_length=32)
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "claim_uid", "valid_from"], name="leakflag_identity_time"),
+        ]
+        indexes = [
+            # A page's claims as of a snapshot, and the writer's heads (valid_to NULL).
+            models.Index(fields=["cluster", "claim_uid", "valid_to"], name="leakflag_claim_asof"),
+        ]
+
+    def __str__(self) -> str:
+        return f"leak flag of {self.claim_uid} from {self.valid_from.isoformat()}"
 
 
 class ClaimListing(models.Model):
@@ -467,6 +500,7 @@ VERSIONED: tuple[
     | type[DeviceCounts]
     | type[ClassMatches]
     | type[LeakCandidates]
+    | type[LeakFlag]
     | type[ClaimListing]
     | type[ClaimJudgement],
     ...,
@@ -476,6 +510,7 @@ VERSIONED: tuple[
     DeviceCounts,
     ClassMatches,
     LeakCandidates,
+    LeakFlag,
     ClaimListing,
     ClaimJudgement,
 )

@@ -25,10 +25,9 @@ from derived.documents import unpack
 from derived.listings import summary_of
 from derived.models import ClaimListing, ClassMatches, DeviceCounts, PodExplanation
 from derived.rendered import metrics_text_stands
-from derived.reports import audit_read, cluster_wide, known_for, leaks_read, valid_rows
+from derived.reports import audit_read, cluster_wide, covers, known_for, leak_flags_read, leaks_read, valid_rows
 from derived.review import stored_source
 from derived.thresholds import leak_thresholds
-from derived.writer import covered
 from domain.allocator.matching import class_matches
 from domain.cluster.claim_summaries import ClaimSummary, claim_summaries, with_leak_flags
 from domain.inventory.device_history import DeviceIndex, device_history
@@ -38,10 +37,6 @@ from domain.reports.metrics import Served, render_served, render_stored
 from domain.reports.overview import WaitingPod, overview
 from domain.reports.redaction import Redactor, Scope, known_namespaces, referenced_namespaces
 from domain.verdicts.explain import explain, explain_document, incarnation_entry, pick_incarnation
-
-
-def covers(history: StoredHistory) -> bool:
-    return covered(history.snapshot_pk)
 
 
 def stored_explain(
@@ -130,6 +125,7 @@ class ClaimsPage:
     page: Page[Any]
     namespaces: list[str]  # every namespace of the visible claims, for the filter
     total: int  # the visible claims (in the asked namespace)
+    leaks: list[dict[str, Any]]  # the leak report's entries of this page's flagged claims (leak_flags_read)
 
 
 def claims_page(
@@ -149,8 +145,9 @@ def claims_page(
         namespaces = sorted(set(listed.order_by().values_list("namespace", flat=True).distinct()))
         page = Paginator(listed.filter(namespace=namespace) if namespace else listed, per_page).get_page(number)
         summaries = [summary_of(row) for row in page.object_list]
-    flagged = with_leak_flags(summaries, leaks_read(history, leak_thresholds()))
-    return ClaimsPage(flagged, page, namespaces, page.paginator.count)
+    # The page's claims' flags only: one lookup of the stored flags, however many claims the cluster has.
+    leaks = leak_flags_read(history, leak_thresholds(), [s.uid for s in summaries])
+    return ClaimsPage(with_leak_flags(summaries, {"claims": leaks}), page, namespaces, page.paginator.count, leaks)
 
 
 def _by_code_point(field: str) -> Any:

@@ -6,18 +6,18 @@ share them.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 from django.db.models import Q
 
 from collector.history_reader import StoredHistory, live_containing
-from derived.models import AuditReport, ClusterWideRow, LeakCandidates, PodExplanation
+from derived.leak_flags import NO_INVENTORY, entry_at
+from derived.models import AuditReport, ClusterWideRow, LeakCandidates, LeakFlag, PodExplanation
 from derived.writer import BATCH, covered, held_in_part_of
-from domain.cluster.state import ClusterState, Object, uid_of
+from domain.cluster.state import Object, uid_of
 from domain.cluster.timefmt import rfc3339
-from domain.inventory.devices import Inventory
 from domain.reports.audit import audit
 from domain.reports.leaks import Thresholds, find_leaks
 from domain.reports.metrics import Known, PodCounts
@@ -31,6 +31,15 @@ def valid_rows(history: StoredHistory, model: Any) -> Any:
     )
 
 
+def covers(history: StoredHistory) -> bool:
+    """Whether this code derived the history's snapshot. Once it has, that stands for the loaded snapshot
+    (asked again until then: a derivation queued behind the collection may land meanwhile)."""
+    known: dict[str, bool] = history.derived("covered", dict)
+    if not known.get("covered"):
+        known["covered"] = covered(history.snapshot_pk)
+    return known["covered"]
+
+
 def cluster_wide(history: StoredHistory, model: type[ClusterWideRow], field: str) -> Any:
     """``field`` of the cluster-wide row valid at the history's snapshot; None when there is none."""
     return valid_rows(history, model).order_by("-valid_from").values_list(field, flat=True).first()
@@ -41,15 +50,28 @@ def leaks_read(history: StoredHistory, thresholds: Thresholds) -> dict[str, Any]
     candidates' histories are read when the layer covers it, every claim's otherwise."""
 
     def compute() -> dict[str, Any]:
-        stored = _leak_candidates(history) if covered(history.snapshot_pk) else None
+        stored = _leak_candidates(history) if covers(history) else None
         if stored is None:
             history.preload("ResourceClaim", "Pod")  # every claim and its consumers: one query each
             return find_leaks(history, thresholds)
         uids, whole = stored
         # Without a partitioned or shared device every allocation counts whole: no inventory to build.
-        return find_leaks(history, thresholds, candidates=uids, inventory=_EMPTY if whole else None)
+        return find_leaks(history, thresholds, candidates=uids, inventory=NO_INVENTORY if whole else None)
 
     return history.derived(("leaks", thresholds), compute)
+
+
+def leak_flags_read(history: StoredHistory, thresholds: Thresholds, claim_uids: Iterable[str]) -> list[dict[str, Any]]:
+    """The leak report's entries of ``claim_uids`` (those flagged), without their message: when the layer
+    covers the snapshot, its stored flags of those claims (one query, whatever the report holds), their
+    hours counted as of the snapshot; else the report's entries."""
+    wanted = sorted(set(claim_uids))
+    if not wanted:
+        return []
+    if covers(history):
+        rows = valid_rows(history, LeakFlag).filter(claim_uid__in=wanted).order_by("claim_uid")
+        return [entry_at(orjson.loads(entry), history.as_of) for entry in rows.values_list("entry", flat=True)]
+    return [e for e in leaks_read(history, thresholds)["claims"] if e["uid"] in wanted]
 
 
 def _leak_candidates(history: StoredHistory) -> tuple[list[str], bool] | None:
@@ -59,12 +81,9 @@ def _leak_candidates(history: StoredHistory) -> tuple[list[str], bool] | None:
     return row.split(), not held_in_part_of(history.snapshot_pk)
 
 
-_EMPTY = Inventory(ClusterState(datetime.min.replace(tzinfo=UTC), {}), [], [], {})
-
-
 def audit_read(history: StoredHistory) -> dict[str, Any]:
     """The audit document: the stored warnings valid at the snapshot, else the audit run now."""
-    if covered(history.snapshot_pk):
+    if covers(history):
         row = cluster_wide(history, AuditReport, "warnings")
         if row is not None:
             return {"as_of": rfc3339(history.as_of), "warnings": orjson.loads(row)}
@@ -79,7 +98,7 @@ def known_for(history: StoredHistory, thresholds: Thresholds) -> Known:
     """What /metrics reads of a snapshot the layer covers instead of the whole state: the Pods'
     stored counts, the stored leak report and audit, and only the live Events that may be
     preparation failures. Nothing when it does not cover it (every family is computed then)."""
-    if not covered(history.snapshot_pk):
+    if not covers(history):
         return Known()
     # What /metrics counts of every live, unfinished Pod, by Pod UID.
     rows = valid_rows(history, PodExplanation).filter(counted=True).values_list("pod_uid", "states")

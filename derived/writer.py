@@ -43,6 +43,7 @@ from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
 from derived.documents import Packer
 from derived.event_lookups import forget_event_subjects_from, write_event_subjects
+from derived.leak_flags import write_leak_flags
 from derived.listings import write_claim_listings
 from derived.models import (
     DOMAIN_VERSION,
@@ -143,12 +144,14 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             if full or changed_inventory:
                 written += _write_class_matches(snapshot, history)
             written += _write_leak_candidates(snapshot, history, full)
+            held_in_part = _held_in_part(history, None if full else previous, changed_inventory)
+            written += _write_leak_flags(snapshot, history, held_in_part)
             admin_access = AdminAccessRows()
             write_spans(snapshot, full, admin_access.observe)
             admin_access.write(snapshot.cluster_id, full)
             written += write_claim_listings(snapshot, full, history.state)
             DerivedSnapshot.objects.create(
-                held_in_part=_held_in_part(history, None if full else previous, changed_inventory),
+                held_in_part=held_in_part,
                 snapshot=snapshot,
                 version=DOMAIN_VERSION,
                 cluster_id=snapshot.cluster_id,
@@ -460,6 +463,17 @@ def _write_leak_candidates(snapshot: Snapshot, history: SnapshotHistory, full: b
     if head is not None and set(head.claim_uids.split()) == now:
         return 0
     return _follow(LeakCandidates, snapshot, claim_uids=" ".join(sorted(now)))
+
+
+def _write_leak_flags(snapshot: Snapshot, history: SnapshotHistory, held_in_part: bool) -> int:
+    """The leak report's flagged claims as of the snapshot, judged among its leak candidates (time alone
+    flags a candidate, so at every snapshot); rows written."""
+    row = LeakCandidates.objects.filter(cluster_id=snapshot.cluster_id, valid_to__isnull=True).first()
+    candidates = set(row.claim_uids.split()) if row is not None else set()
+    if candidates:
+        history.prefetch("ResourceClaim", candidates)
+        history.prefetch("Pod", _consumers_of(history, candidates))
+    return write_leak_flags(snapshot, history, candidates, held_in_part)
 
 
 def _consumers_of(history: SnapshotHistory, claim_uids: set[str]) -> set[str]:

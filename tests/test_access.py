@@ -15,20 +15,12 @@ from access.models import NamespaceGrant
 from collector.history_reader import latest_snapshot_time, namespaces_in_use
 from collector.models import Cluster, ObjectVersion
 from domain.boundaries.judgement import is_device_check
+from tests.users import login
 
 pytestmark = pytest.mark.django_db
 
 OWN_POD = "ml-training/jupyter-alice-0"
 OTHER_POD = "research/llm-finetune"
-
-
-def login(username: str, groups: list[str] = ()) -> Client:  # type: ignore[assignment]
-    user = User.objects.create_user(username, password="pw")
-    for name in groups:
-        user.groups.add(Group.objects.get_or_create(name=name)[0])
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -81,7 +73,7 @@ def test_guessed_uids_and_names_of_other_teams_are_404(clients: dict[str, Client
     assert client.get(f"/c/demo/claims/{claim_uid('research')}/").status_code == 404
     assert client.get(f"/c/demo/pods/{OTHER_POD}/").status_code == 404
     assert client.get("/api/explain", {"pod": OTHER_POD}).status_code == 404
-    assert "No Pod or claim" in body(client, "/c/demo/search", q="llm-finetune")
+    assert "No Pod, claim, node or namespace" in body(client, "/c/demo/search", q="llm-finetune")
 
 
 def test_owner_and_member_see_the_members_pod(clients: dict[str, Client]) -> None:

@@ -129,7 +129,7 @@ def test_pages_render(demo_history: Any, admin_client: Client) -> None:
 def test_search_lands_on_the_pod(demo_history: Any, admin_client: Client) -> None:
     assert admin_client.get("/c/demo/search", {"q": "llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
     assert admin_client.get("/c/demo/search", {"q": "research/llm-finetune"})["Location"] == "/c/demo/pods/research/llm-finetune/"
-    assert "No Pod or claim" in admin_client.get("/c/demo/search", {"q": "nothing"}).content.decode()
+    assert "No Pod, claim, node or namespace" in admin_client.get("/c/demo/search", {"q": "nothing"}).content.decode()
 
 
 def test_a_recently_read_snapshot_is_not_reloaded(demo_history: Any, django_assert_max_num_queries: Any) -> None:

@@ -39,7 +39,10 @@ GENERATIONS = 4
 # (a page of claim listings and their count, the namespaces in them; no claim loaded). Two queries of
 # headroom keep a new fixed per-request lookup from failing this; a
 # page whose queries follow the history fails it, and the small/big equality below.
-CLAIM_PAGE = 12
+# Issue 20 (item 1, the flag where you land): the claim page reads its leak flag as of the asked snapshot,
+# three constant queries (that snapshot, whether the layer covers it, the stored flag of this one claim;
+# the judgements now read as of that snapshot instead of looking up the newest): 14 for a team member.
+CLAIM_PAGE = 16
 POD_PAGE = 22
 CLAIMS_LIST = 17
 
@@ -223,8 +226,10 @@ def test_claims_list_next_page_reuses_what_the_first_read(
 # Read from the derived layer (import-snapshot derives every snapshot): the Pod page and
 # /api/explain read the incarnations' stored rows and never load the cluster's objects.
 # Measured when written (admin / team member): Pod page 9 / 14 (a deleted incarnation 8 / 14),
-# /api/explain 7 / 13; two queries of headroom as above.
-DERIVED_POD_PAGE = 16
+# /api/explain 7 / 13; two queries of headroom as above. Issue 20 then added three constant queries to the
+# page (items 1 and 3): the stored leak flags of its claims (one query, however many claims) and the
+# snapshots of the Pod's previous and next stored change (two): 19 for a team member.
+DERIVED_POD_PAGE = 21
 DERIVED_EXPLAIN = 15
 
 
@@ -408,3 +413,20 @@ def test_device_page_reads_its_claims_with_queries_independent_of_the_cluster(
         assert _reads_every_version(ctx.captured_queries) == []
         counts[cluster] = len(ctx.captured_queries)
     assert counts["small"] == counts["big"], counts
+
+
+@pytest.mark.parametrize("page", ["claims", "claim", "pod"])
+def test_a_page_flags_its_claims_with_one_lookup(
+    histories: dict[str, str], page: str, admin_client: Client, django_assert_max_num_queries: Any
+) -> None:
+    """Issue 20 item 1: the leak flags of the claims a page shows are one query of the stored flags (keyed by
+    claim UID), not the leak report (its candidates and their histories), however many claims it shows."""
+    uid, _namespace = _busiest_claim("big")
+    namespace, name = _gpu_pod("big")
+    url = {"claims": "/c/big/claims", "claim": f"/c/big/claims/{uid}/", "pod": f"/c/big/pods/{namespace}/{name}/"}
+    with django_assert_max_num_queries(POD_PAGE) as ctx:
+        response = admin_client.get(url[page], secure=True)
+    assert response.status_code == 200
+    read = [q["sql"] for q in ctx.captured_queries]
+    assert len([sql for sql in read if "derived_leakflag" in sql]) == 1
+    assert not [sql for sql in read if "derived_leakcandidates" in sql]

@@ -35,7 +35,7 @@ from domain.cluster.gangs import PODGROUPS, group_key, is_group_consumer, member
 from domain.cluster.state import ClusterState, HistoryView, Object, Version, meta, ns_name, uid_of
 from domain.cluster.timefmt import parse_time, rfc3339
 from domain.inventory.devices import Inventory, allocation_time
-from domain.inventory.equivalents import claim_fractions, equivalent_hours
+from domain.inventory.equivalents import claim_fractions
 
 STUCK_DELETION = "stuck-deletion"
 ORPHANED = "orphaned-allocation"
@@ -173,6 +173,24 @@ def _span_hours(since: datetime, until: datetime) -> float:
 
 def device_hours(device_count: int, since: datetime, until: datetime) -> float:
     return round(device_count * _span_hours(since, until), 2)
+
+
+def leak_hours(
+    device_count: int, equivalents: float, since: datetime, leaking: datetime, at: datetime
+) -> dict[str, float]:
+    """A flagged claim's hours as of ``at``: held from the allocation (``since``), leaked from when it was
+    flagged (``leaking``), in devices and in GPU-equivalents (``equivalents``: its devices' fractions added up)."""
+    held, leaked = _span_hours(since, at), _span_hours(leaking, at)
+    return {
+        "device_hours": device_hours(device_count, since, at),
+        "leaked_device_hours": device_hours(device_count, leaking, at),
+        "gpu_equivalent_hours": round(equivalents * held, 2),
+        "leaked_gpu_equivalent_hours": round(equivalents * leaked, 2),
+    }
+
+
+# What a leak report entry says that moves with the as-of time alone (the message says for how long).
+TIMED_FIELDS = ("device_hours", "leaked_device_hours", "gpu_equivalent_hours", "leaked_gpu_equivalent_hours", "message")
 
 
 def flagged_from(condition: Condition, thresholds: Thresholds) -> datetime:
@@ -713,6 +731,7 @@ def leak_entry(
     for device, (_, fraction) in zip(devices, fractions, strict=True):
         if fraction != 1.0:  # a whole device keeps its entry's old shape
             device["fraction"] = round(fraction, 4)
+    hours = leak_hours(len(devices), sum(f for _, f in fractions), since, leaking, at)
     return {
         "uid": uid_of(claim),
         "namespace": namespace,
@@ -720,11 +739,11 @@ def leak_entry(
         "reason": condition.reason,
         "devices": devices,
         "held_since": rfc3339(since),
-        "device_hours": device_hours(len(devices), since, at),
+        "device_hours": hours["device_hours"],
         "flagged_since": rfc3339(leaking),
-        "leaked_device_hours": device_hours(len(devices), leaking, at),
-        "gpu_equivalent_hours": equivalent_hours(fractions, _span_hours(since, at)),
-        "leaked_gpu_equivalent_hours": equivalent_hours(fractions, _span_hours(leaking, at)),
+        "leaked_device_hours": hours["leaked_device_hours"],
+        "gpu_equivalent_hours": hours["gpu_equivalent_hours"],
+        "leaked_gpu_equivalent_hours": hours["leaked_gpu_equivalent_hours"],
         "observed_since": rfc3339(condition.since),
         "threshold_seconds": thresholds.for_reason(condition.reason).total_seconds(),
         "owner": claim_owner(history, claim, at),
