@@ -17,8 +17,8 @@ from collector.models import ObjectVersion
 from dashboard import charts
 from dashboard.wording import CODE_LABELS, describe_evidence, to_the_second
 
-PYTHON_REPR = re.compile(r"[\[{]'|': |\bTrue\b|\bNone\b|\[\]")
-FRACTION = re.compile(r"\d\d:\d\d:\d\d\.\d+")
+PYTHON_REPR = re.compile(r"[\[{]'|': |\[\]|\{\}")
+FRACTION = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d\.\d+")  # a PCI bus ID 0000:18:00.0 is no time
 OWN_POD = "ml-training/jupyter-alice-0"
 WAITING_POD = "ml-training/h100-bench-7r2mx"
 
