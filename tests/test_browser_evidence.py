@@ -32,7 +32,7 @@ CHART_BOXES = """() => {
     legend: box(chart.querySelector('g.legend')),
     title: box(chart.querySelector('.gtitle')),
     ticks: Array.from(chart.querySelectorAll('.xaxislayer-above .xtick text')).map(box),
-    plot: box(chart.querySelector('.plot')),
+    plot: box(chart.querySelector('.draglayer .nsewdrag')),
   };
 }"""
 
