@@ -128,7 +128,7 @@ def test_codes_keep_their_code_and_gain_a_label(clients: dict[str, Client], who:
     overview = clients[who].get("/c/demo/").content.decode()
     kind = "admin-access-namespace" if who == "admin" else "device-taint-rule"
     assert f'<code>{kind}</code> <span class="code-label">{CODE_LABELS[kind]}</span>' in audit
-    assert f'<code>{kind}</code></a> <span class="code-label">{CODE_LABELS[kind]}</span>' in overview
+    assert f'<span class="code-label">— {CODE_LABELS[kind]}</span>' in overview
     if who == "admin":
         retained = clients[who].get("/c/demo/retained/").content.decode()
         label = CODE_LABELS["orphaned-allocation"]
