@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "dashboard.middleware.ContentSecurityPolicyMiddleware",
     # After sign-in (an anonymous asker is sent to sign in first) and inside the CSP (its 400 pages get one).
     "dashboard.middleware.BadRequestMiddleware",
+    # Inside the CSP too; its process_exception answers a view's Http404 before Django's (debug) page would.
+    "dashboard.middleware.NotFoundPageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

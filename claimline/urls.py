@@ -10,3 +10,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]
+
+# Production (DEBUG off): the product's 404 page; with DEBUG on, dashboard.middleware.NotFoundPageMiddleware.
+handler404 = "dashboard.middleware.not_found"

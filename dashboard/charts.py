@@ -6,19 +6,32 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from dashboard.wording import to_the_second
+
 
 def _layout(title: str, yaxis: str) -> dict[str, Any]:
     return {
-        "title": {"text": title},
+        # The title on the left and the legend on the right, both above the plot: a legend below it
+        # (plotly's default for a horizontal one) covers the date axis' two-line labels.
+        "title": {
+            "text": title,
+            "x": 0,
+            "xanchor": "left",
+            "xref": "paper",
+            "y": 1,
+            "yanchor": "bottom",
+            "yref": "paper",
+            "pad": {"b": 22},
+        },
         "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero"},
-        "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
+        "margin": {"l": 50, "r": 20, "t": 64, "b": 50},
         "height": 300,
-        "legend": {"orientation": "h"},
+        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1, "yanchor": "bottom"},
     }
 
 
 def devices_over_time(series: list[dict[str, Any]], height: int = 300) -> str:
-    xs = [p["at"] for p in series]
+    xs = [to_the_second(p["at"]) for p in series]
     fig = go.Figure(
         [
             go.Scatter(x=xs, y=[p["advertised"] for p in series], name="advertised", line_shape="hv"),
@@ -43,6 +56,15 @@ def leaked_by_week(weekly: list[dict[str, Any]]) -> str:
 
 
 LANES = ["pod", "inventory", "allocation", "preparation", "runtime"]
+# One colour per lane, none of them red: plotly's default palette gives the second trace red, which read
+# as a failed allocation on every healthy Pod. The hues follow the timeline table's lane badges.
+LANE_COLOURS = {
+    "pod": "#667085",
+    "inventory": "#2f5bd3",
+    "allocation": "#6941c6",
+    "preparation": "#b54708",
+    "runtime": "#16794c",
+}
 
 
 def claim_timeline(entries: list[dict[str, Any]]) -> str:
@@ -53,14 +75,20 @@ def claim_timeline(entries: list[dict[str, Any]]) -> str:
         if points:
             fig.add_trace(
                 go.Scatter(
-                    x=[e["at"] for e in points],
+                    x=[to_the_second(e["at"]) for e in points],
                     y=[lane] * len(points),
                     mode="markers",
-                    marker={"size": 11},
+                    marker={"size": 11, "color": LANE_COLOURS[lane]},
                     name=lane,
-                    text=[f"{e.get('what', '')} ({e.get('source', '')})" for e in points],
+                    text=[f"{to_the_second(e.get('what', ''))} ({e.get('source', '')})" for e in points],
                     hoverinfo="text+x",
                 )
             )
-    fig.update_layout(height=220, showlegend=False, yaxis={"categoryorder": "array", "categoryarray": LANES[::-1]})
+    fig.update_layout(
+        height=220,
+        showlegend=False,
+        margin={"t": 36},
+        title={"pad": {"b": 8}},
+        yaxis={"categoryorder": "array", "categoryarray": LANES[::-1]},
+    )
     return fig.to_json()

@@ -1,4 +1,4 @@
-"""Sign-in for every page and API, an optional trusted-proxy sign-in, the Content-Security-Policy, and 400s."""
+"""Sign-in for every page and API, an optional trusted-proxy sign-in, the Content-Security-Policy, 400s and 404s."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from django.conf import settings
 from django.contrib.auth.middleware import LoginRequiredMiddleware, RemoteUserMiddleware
 from django.contrib.auth.models import Group
 from django.core.exceptions import BadRequest
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+
+from access.scope import is_platform_admin
+from collector.models import Cluster
 
 
 class SignInRequiredMiddleware(LoginRequiredMiddleware):
@@ -108,3 +111,52 @@ def bad_request(request: HttpRequest, message: str) -> HttpResponse:
     if request.path.startswith("/metrics"):
         return HttpResponse(f"# {message}\n", status=400, content_type="text/plain")
     return render(request, "bad_request.html", {"message": message}, status=400)
+
+
+class NotFoundPageMiddleware:
+    """A page that is not there is the product's 404 page (its layout, a way back), in both modes.
+
+    With ``DEBUG`` off Django renders ``handler404`` (``not_found``); with it on (the demo) Django shows its
+    technical page instead, for a view's ``Http404`` and for an address no URL matches alike. So a view's
+    ``Http404`` is answered here, and any other 404 of a page (one not rendered by ``not_found``) is
+    replaced. The API and ``/metrics`` keep their own 404s (JSON, text).
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code == 404 and not getattr(response, "product_page", False) and is_page(request):
+            return not_found(request)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, Http404) and is_page(request):
+            return not_found(request, exception)
+        return None
+
+
+def is_page(request: HttpRequest) -> bool:
+    return not request.path.startswith(("/api/", "/metrics", "/static/"))
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """The 404 page (also ``handler404``). What the view said is shown to platform admins only: for a team
+    member "no such claim" against "not found" would tell another team's UID from one that never existed."""
+    user = getattr(request, "user", None)
+    admin = user is not None and user.is_authenticated and is_platform_admin(user)
+    message = str(exception or "") if admin else ""
+    if message.startswith("{"):  # Django's Resolver404: the URL patterns tried, not a sentence
+        message = ""
+    match = getattr(request, "resolver_match", None)
+    name = (match.kwargs.get("cluster") if match is not None else None) or _cluster_in_path(request.path)
+    cluster = Cluster.objects.filter(name=name).first() if name else None
+    response = render(request, "404.html", {"message": message, "cluster": cluster, "sees_all": admin}, status=404)
+    response.product_page = True  # type: ignore[attr-defined]
+    return response
+
+
+def _cluster_in_path(path: str) -> str:
+    parts = path.split("/")
+    return parts[2] if len(parts) > 3 and parts[1] == "c" else ""

@@ -33,7 +33,8 @@ from domain.inventory.devices import (
     taint_rows,
     typed_value,
 )
-from domain.inventory.shared_usage import counter_set_usage, counter_sets_of, shared_device_usage
+from domain.inventory.equivalents import physical_devices
+from domain.inventory.shared_usage import counter_blocked, counter_set_usage, counter_sets_of, shared_device_usage
 from domain.reports.capacity import percent, review_csv_rows, review_table, week_containing
 from domain.reports.redaction import Scope, visible_holders
 
@@ -160,8 +161,18 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     shown = list(page.object_list)
     # The flags of the claims holding the page's devices: one lookup for the page, not per claim.
     flagged = flags_for(history, scope, [uid_of(h) for d in shown if (h := holders.get(d.id)) is not None])
-    rows = [_inventory_row(history, device, holders.get(device.id), scope, flagged) for device in shown]
+    # Free of holders, yet not allocatable: the counters a partition holds (the allocator's own check).
+    blocked = counter_blocked(known, devices)
+    rows = [
+        _inventory_row(history, device, holders.get(device.id), scope, flagged, blocked.get(device.id))
+        for device in shown
+    ]
     held = sum(1 for d in devices if d.id in holders)
+    # A partitionable GPU is advertised as its whole device and each partition: one physical GPU.
+    units = physical_devices(devices)
+    partitioned = [
+        {"node": _node_of(u.devices[0]), "devices": [d.name for d in u.devices]} for u in units if len(u.devices) > 1
+    ]
     counter_sets = [
         {**u, "holders": visible_holders(scope, u["holders"])}
         for u in counter_set_usage(known)
@@ -174,6 +185,10 @@ def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
         "node": node,
         "total": len(devices),
         "held": held,
+        "blocked": len(blocked),
+        "free": len(devices) - held - len(blocked),
+        "gpus": len(units),
+        "partitioned": partitioned,
         "as_of": history.as_of,
         "counter_sets": counter_sets,
     }
@@ -190,6 +205,7 @@ def _inventory_row(
     holder: dict[str, Any] | None,
     scope: Scope,
     flagged: dict[str, dict[str, Any]],
+    blocked: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     shown: dict[str, Any] = {}
     if holder is not None:
@@ -211,6 +227,7 @@ def _inventory_row(
         "holder_uid": shown.get("claim_uid", ""),
         "leak": flagged.get(shown.get("claim_uid", "")) if shown.get("claim_uid") else None,
         "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
+        "blocked": {**blocked, "holders": visible_holders(scope, blocked["holders"])} if blocked else None,
     }
 
 
@@ -277,15 +294,20 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
         for u in (counter_sets_of(inventory, device_id) if inventory is not None else ())
     ]
     advertised = _advertised(history, inventory, device_id)
+    blocked = counter_blocked(inventory, [advertised]).get(device_id) if inventory and advertised else None
     flags = flags_for(history, scope, [str(x["uid"]) for x in doc["claims"] if not x.get("until")])
     context = {
         "cluster": c,
         "doc": doc,
         "flags": list(flags.values()),
+        "sees_all": scope.admin,
         "hidden_claims": len(hidden),
         "shared": shared,
         "counter_sets": counter_sets,
+        "blocked": {**blocked, "holders": visible_holders(scope, blocked["holders"])} if blocked else None,
+        "holder": _current_holder(inventory, device_id, scope) if inventory is not None else None,
         "taints": taint_rows(advertised, history.state) if advertised is not None else [],
+        "facts": _device_facts(advertised) if advertised is not None else None,
     }
     return render_page(request, "dashboard/device.html", context, "device")
 
@@ -296,3 +318,61 @@ def _advertised(history: StoredHistory, inventory: Inventory | None, device_id: 
     # slices and taint rules only
     return next((d for d in advertised_devices(history.state) if d.id == device_id), None)
 
+
+
+def _current_holder(inventory: Inventory, device_id: DeviceId, scope: Scope) -> dict[str, Any] | None:
+    """Who holds the device now (as the inventory page says it), for the page's availability line."""
+    holder = inventory.holders.get(device_id)
+    if holder is None:
+        return None
+    namespace, name = meta(holder).get("namespace") or "", meta(holder).get("name") or ""
+    held = {"namespace": namespace, "claim": f"{namespace}/{name}", "claim_uid": uid_of(holder)}
+    return visible_holders(scope, [held])[0]
+
+
+ATTRIBUTE_TYPES = ("string", "int", "bool", "version")  # DeviceAttribute's fields, one set per attribute
+
+
+def _device_facts(device: AdvertisedDevice) -> dict[str, Any]:
+    """What its slice says of the device: the usual attributes first, then every attribute and capacity as typed."""
+    attributes = []
+    for name, typed in sorted(device.attributes.items()):
+        kind = next((k for k in ATTRIBUTE_TYPES if isinstance(typed, dict) and k in typed), "")
+        value = typed_value(typed)
+        if kind == "bool":
+            value = "true" if value else "false"
+        qualified_name = name if "/" in name else f"{device.driver}/{name}"
+        attributes.append({"name": name, "qualified": qualified_name, "type": kind or "?", "value": value})
+    capacity = []
+    for name, entry in sorted(device.capacity.items()):
+        entry = entry if isinstance(entry, dict) else {}
+        policy = entry.get("requestPolicy") if isinstance(entry.get("requestPolicy"), dict) else None
+        capacity.append({"name": name, "value": entry.get("value"), "policy": _policy_words(policy)})
+    return {
+        "model": typed_value(device.attributes.get("productName")),
+        "uuid": device.uuid,
+        "driver_version": typed_value(device.attributes.get("driverVersion")),
+        "node": device.node_name or device.reach.describe(),
+        "slice": device.slice_name,
+        "multiple": device.shareable,
+        "attributes": attributes,
+        "capacity": capacity,
+    }
+
+
+def _policy_words(policy: dict[str, Any] | None) -> str:
+    """A capacity's requestPolicy as a reader says it: default 10Gi; one of 10Gi, 20Gi; 1Gi to 40Gi in steps of 1Gi."""
+    if not policy:
+        return ""
+    parts = []
+    if policy.get("default") is not None:
+        parts.append(f"default {policy['default']}")
+    if policy.get("validValues"):
+        parts.append("one of " + ", ".join(str(v) for v in policy["validValues"]))
+    bounds = policy.get("validRange")
+    if isinstance(bounds, dict):
+        text = f"from {bounds.get('min', '0')}" + (f" to {bounds['max']}" if bounds.get("max") is not None else "")
+        if bounds.get("step") is not None:
+            text += f" in steps of {bounds['step']}"
+        parts.append(text)
+    return "; ".join(parts)

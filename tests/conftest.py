@@ -71,3 +71,19 @@ def demo_history(tmp_path: Path) -> Any:
         dump.write_bytes(builders.dump_json(objects))
         call_command("import-snapshot", str(dump), "--at", at.isoformat())
     return DEMO_BASE
+
+
+@pytest.fixture
+def demo_clients(demo_history: Any) -> dict[str, Any]:
+    """Test clients signed in as the demo's two users: ``admin`` (platform admin) and ``alice`` (ml-training)."""
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+
+    call_command("ensure-demo-users")
+    out = {}
+    for who in ("admin", "alice"):
+        client = Client()
+        client.force_login(User.objects.get(username=who))
+        out[who] = client
+    return out

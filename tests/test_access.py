@@ -251,7 +251,7 @@ def test_pod_and_claim_pages_render_one_claims_evidence_alike(clients: dict[str,
     pod = body(clients[who], "/c/demo/pods/ml-training/pretrain-8xh100-q7n4k/")
     on_claim = body(clients[who], f"/c/demo/claims/{claim['uid']}/")
     blocks = _evidence_blocks(pod)
-    assert "<summary>allocation · failed · <code>devices-in-use</code></summary>" in "".join(blocks)
+    assert "<summary>allocation · failed · <code>devices-in-use</code> <span class=\"code-label\">" in "".join(blocks)
     assert blocks == _evidence_blocks(on_claim)
     checks = sum(1 for e in claim["boundaries"]["allocation"]["evidence"] if is_device_check(e))
     listed = re.search(r'"device-checks"><summary>(\d+) devices checked</summary>(.*?)</table>', pod, re.DOTALL)

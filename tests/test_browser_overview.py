@@ -78,7 +78,8 @@ def test_team_member_overview_shows_only_their_pods(live_server, demo_users) -> 
         assert numbers["pods"] == stuck_pods({TEAM})
         assert "Flagged claims: 0" in page.get_by_test_id("overview-flagged").inner_text()
         # Only the node's taint rule: inventory every team sees (the admin-access namespace is not theirs).
-        assert page.get_by_test_id("overview-warnings").inner_text() == "Audit warnings: 1\ndevice-taint-rule 1"
+        warnings = page.get_by_test_id("overview-warnings").inner_text()
+        assert warnings == "Audit warnings: 1\ndevice-taint-rule 1 — a DeviceTaintRule taints devices"
         assert "inference/" not in page.content() and "research/" not in page.content()
         assert page.errors == []  # type: ignore[attr-defined]
 

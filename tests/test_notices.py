@@ -492,8 +492,9 @@ def test_the_demo_notices_in_chromium(live_server: Any, platform_receivers: Webh
             cells = rows.nth(i).locator("td").all_inner_texts()
             by_subject[cells[2].strip()] = cells
         report, finetune = by_subject[key(REPORT_CLAIM)], by_subject[key(LLM_FINETUNE)]
-        assert (report[1], report[3]) == ("leak", "orphaned-allocation")
-        assert (finetune[1], finetune[3]) == ("pending-pod", "selector-unsatisfiable")
+        # the reason's code, with its label beside it
+        assert (report[1], report[3]) == ("leak", "orphaned-allocation every consumer is finished or gone")
+        assert (finetune[1], finetune[3]) == ("pending-pod", "selector-unsatisfiable no device matches the selectors")
         for cells in (report, finetune):
             assert cells[5].count("sent") == 2, cells  # the webhook and the e-mail receiver
         assert page.evaluate("document.documentElement.scrollWidth") <= 1280

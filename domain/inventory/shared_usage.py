@@ -9,7 +9,7 @@ share's holder, ``shareID`` and ``consumedCapacity``. The amounts come from
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from domain.cluster.claim_summaries import allocation_results
@@ -17,7 +17,7 @@ from domain.cluster.quantity import Quantity
 from domain.cluster.state import Object, ns_name, uid_of
 from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory
 from domain.inventory.equivalents import result_fraction
-from domain.inventory.sharing import CounterSetKey, Holding, device_counters, ledger_of, short_name
+from domain.inventory.sharing import CounterSetKey, Holding, Sharing, device_counters, ledger_of, short_name
 
 
 def _amounts(used: list[Holding], total: Quantity) -> dict[str, str]:
@@ -110,3 +110,40 @@ def counter_sets_of(inventory: Inventory, device_id: DeviceId) -> list[dict[str,
         return []
     keys = {k[2] for k in ledger_of(inventory).counters_of(device)}
     return [u for u in counter_set_usage(inventory) if (u["driver"], u["pool"]) == device_id[:2] and u["name"] in keys]
+
+
+def counter_blocked(
+    inventory: Inventory, devices: Iterable[AdvertisedDevice] | None = None
+) -> dict[DeviceId, dict[str, Any]]:
+    """Devices no claim holds that still cannot be allocated: their counter sets are partly consumed.
+
+    The allocator's own check (``Sharing.unavailable``, what ``match-devices`` and the verdicts read)
+    decides; for each such device: the scarcest counter (set, name, free, total, what the device
+    needs) and which claim holds which partition of the set (``counter_set_usage``'s holders).
+    """
+    ledger = ledger_of(inventory)
+    sharing: Sharing | None = None
+    usage: list[dict[str, Any]] | None = None
+    out: dict[DeviceId, dict[str, Any]] = {}
+    for device in inventory.devices if devices is None else devices:
+        if device.id in inventory.holders or device.shareable or not device.entry.get("consumesCounters"):
+            continue
+        sharing = sharing or Sharing(ledger)
+        shortage = sharing.unavailable(device)
+        if shortage is None or shortage.kind != "counter":
+            continue
+        if usage is None:
+            usage = counter_set_usage(inventory)
+        key = (device.driver, device.pool, shortage.where)
+        holders: list[dict[str, Any]] = next(
+            (u["holders"] for u in usage if (u["driver"], u["pool"], u["name"]) == key), []
+        )
+        out[device.id] = {
+            "counter_set": shortage.where,
+            "counter": shortage.name,
+            "needed": str(shortage.needed),
+            "free": str(shortage.free),
+            "total": str(shortage.total),
+            "holders": holders,
+        }
+    return out
