@@ -44,7 +44,7 @@ def test_search_a_pod_and_read_its_verdict_and_timeline(live_server, demo_histor
     with chromium_page() as page:
         sign_in(page, live_server.url)
         page.goto(live_server.url + "/c/demo/")
-        page.get_by_role("searchbox", name="Pod or claim name").fill("llm-finetune")
+        page.get_by_role("searchbox", name="Search Pods, claims, nodes and namespaces").fill("llm-finetune")
         page.keyboard.press("Enter")
         page.wait_for_url("**/pods/research/llm-finetune/")
         verdict = page.get_by_test_id("verdict")

@@ -119,9 +119,11 @@ def diagnoses(cluster: Cluster, t: datetime) -> dict[str, Any]:
     for pod in h.state.of_kind("Pod"):
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         doc = explain(h, namespace, name)
-        # Left out: incarnations gone before the cutoff, and timeline entries dated by a pruned version.
+        # Left out: incarnations gone before the cutoff, and timeline entries dated by a pruned version; and a
+        # wait's estimate, whose basis is the finished holds history still keeps (pruning drops the older ones).
         claims = [{k: v for k, v in c.items() if k != "timeline"} for c in doc["claims"]]
-        out[f"{namespace}/{name}"] = (doc["pod"], doc["verdict"], claims)
+        verdict = {k: v for k, v in doc["verdict"].items() if k not in ("wait", "estimate", "no_estimate")}
+        out[f"{namespace}/{name}"] = (doc["pod"], verdict, claims)
     return out
 
 

@@ -219,7 +219,7 @@ def _unhealthy_cluster() -> list[Obj]:
 def test_metrics_count_claims_with_an_unhealthy_device() -> None:
     text = render_metrics(MemoryHistory([(AT, _unhealthy_cluster())]))
     assert f'claimline_unhealthy_device_claims{{namespace="{NS}",node="{NODE}"}} 1' in text
-    assert 'claimline_pending_pods{boundary="runtime",reason="device-unhealthy"} 1' in text
+    assert f'claimline_pending_pods{{boundary="runtime",namespace="{NS}",reason="device-unhealthy"}} 1' in text
 
 
 def test_a_notice_for_a_pod_on_an_unhealthy_device() -> None:
