@@ -270,8 +270,7 @@ class ClusterReader:
                     elif rt.kind == "Event":
                         page = events_about(page, about, named_claims)
                     for item in page:
-                        if version != rt.api_version and isinstance(item, dict) and "apiVersion" not in item:
-                            item = {**item, "apiVersion": version}  # stored as served, not as the newest
+                        item = as_served(item, rt, version)
                         try:
                             objects.append(normalize(rt.kind, item, position))
                         except InvalidObject as exc:
@@ -283,6 +282,14 @@ class ClusterReader:
                     result.complete_kinds.add(rt.kind)
         result.requests = self.requests
         return result
+
+
+def as_served(item: Any, rt: ResourceType, version: str) -> Any:
+    """A list's item named with the version it was served at (list items name none), so that an older
+    version's object is stored as served, not as the newest."""
+    if version != rt.api_version and isinstance(item, dict) and "apiVersion" not in item:
+        return {**item, "apiVersion": version}
+    return item
 
 
 def _shown(value: Any) -> str:

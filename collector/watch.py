@@ -46,6 +46,7 @@ from collector.kube import (
     _network_error,
     _retry_after,
     _status_message,
+    as_served,
 )
 from collector.mirror import Batch, Mirror, api_key
 from collector.models import Cluster, ObjectVersion, Snapshot
@@ -209,14 +210,12 @@ class _KindStream(threading.Thread):
         )
         assert w.mirror is not None
         held: dict[Any, Any] = {}
-        older = self.served is not self.rt  # a list's items name no version: these are of an older one
+        version = self.served.api_version
         for page in reader.pages(self.served):
             if page is None:  # the list started over
                 held = {}
                 continue
-            if older:
-                page = [{**i, "apiVersion": self.served.api_version} if isinstance(i, dict) else i for i in page]
-            held.update(w.mirror.hold(self.rt.kind, item) for item in page)
+            held.update(w.mirror.hold(self.rt.kind, as_served(item, self.rt, version)) for item in page)
         w.count_requests(reader.requests)
         w.report(_Message(self.rt.kind, "list", w.clock(), held=held))
         self.rv = reader.list_resource_version
