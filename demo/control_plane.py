@@ -193,6 +193,26 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0, interva
         time.sleep(interval)
 
 
+#: util-linux's setpriv, which sets the parent-death signal and then execs the command (same PID).
+SETPRIV = shutil.which("setpriv")
+
+
+def spawn_tied(command: list[str], log: IO[bytes], cwd: Path) -> subprocess.Popen[bytes]:
+    """Start ``command`` in its own session, sent SIGTERM by the kernel when this process dies.
+
+    ``stop()`` ends the components when their owner ends cleanly; a test run or demo that is killed
+    (SIGKILL, OOM) runs no cleanup, and an etcd and three components would keep their ports and memory.
+    The parent-death signal is set by ``setpriv`` between fork and exec rather than by a ``preexec_fn``,
+    which is unsafe in a process with threads (the test server's, the watcher's). It is tied to the
+    spawning thread: the control plane is started from the thread that owns it for its whole life.
+    """
+    prefix = [SETPRIV, "--pdeathsig", "SIGTERM", "--"] if SETPRIV else []
+    return subprocess.Popen(
+        [*prefix, *command], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        cwd=cwd, start_new_session=True,
+    )
+
+
 class ControlPlane:
     """The four components as child processes of this one; ``start`` waits until each says it is ready."""
 
@@ -220,10 +240,7 @@ class ControlPlane:
     def _spawn(self, name: str, args: list[str]) -> None:
         log = (self.workdir / f"{name}.log").open("wb")
         self.logs[name] = log
-        self.processes[name] = subprocess.Popen(
-            [str(self.bindir / name), *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            cwd=self.workdir, start_new_session=True,
-        )
+        self.processes[name] = spawn_tied([str(self.bindir / name), *args], log, self.workdir)
 
     def log_tail(self, name: str, lines: int = 25) -> str:
         path = self.workdir / f"{name}.log"
