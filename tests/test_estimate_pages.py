@@ -110,7 +110,7 @@ def test_pending_pod_notice_tells_the_nearest_change() -> None:
     assert subject.message.endswith("; nearest change: with count 4 instead of 6, a-0 fits")
 
 
-def test_demo_pod_pages_say_why_there_is_no_estimate_and_hide_other_teams_holders(demo_history: Any) -> None:
+def test_demo_pod_pages_show_the_estimate_or_why_there_is_none_and_hide_other_teams_holders(demo_history: Any) -> None:
     NamespaceGrant.objects.create(group=Group.objects.create(name="ml-training"), namespace="ml-training")
     admin = login("owner", ["platform-admins"]).get("/c/demo/pods/ml-training/pretrain-8xh100-q7n4k/").content.decode()
     member = login("member", ["ml-training"]).get("/c/demo/pods/ml-training/pretrain-8xh100-q7n4k/").content.decode()
