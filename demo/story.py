@@ -26,10 +26,15 @@ ml-training/jupyter-alice-0           StatefulSet pod recreated in stage 2 (new 
 research/resnet-sweep-3               prioritized list (A100, else H100); just created and
                                       unscheduled in 1, allocated ``gpu/a100`` and running
                                       from 2.
+research/resnet-sweep-0,1,2           earlier trials of the sweep on A100s of worker-a100-1,
+                                      running 6h10m-7h30m and gone in stages 1, 2 and 3
+                                      (Pod and claim): research's finished holds, which date
+                                      h100-bench's wait on the notebook's partition.
 research/mig-notebook-carol           healthy: MIG partition gpu-0-mig-3g-0 of the H100 PCIe
                                       (half of its counter set ``gpu-0-counters``).
 ml-training/h100-bench-7r2mx          asks for the whole H100 PCIe: devices-in-use, the
-                                      notebook's claim holds 40Gi of its counter set.
+                                      notebook's claim holds 40Gi of its counter set; likely
+                                      free in ~1h50m, by research's finished holds.
 inference/triton-shared-0             healthy: a 24Gi share (asked 20Gi, 8Gi steps) of the
                                       L40S's 48Gi memory (``allowMultipleAllocations``).
 inference/whisper-asr-0               healthy: ``nvidia.com/gpu: 1`` in its container, served
@@ -209,6 +214,7 @@ def demo_stages(base: datetime) -> list[list[Obj]]:
         _devices_in_use(st)
         _retained_claim(st)
         _recreated_notebook(st)
+        _finished_sweep_trials(st)
         _prioritized_sweep(st)
         shared.add_shared_workloads(st)
         gangs.add_gang_workloads(st)
@@ -353,7 +359,6 @@ def _cdi_failure(st: _Stage) -> None:
     c = b.template_claim(tpl, p, allocated=[("gpu", H100_NODE, "gpu-2")], allocated_at=sched, reserved_for=[p])
     first_failure = sandbox + timedelta(seconds=12)
     st.add(
-        tpl,
         p,
         c,
         b.event(
@@ -403,7 +408,6 @@ def _prep_failure(st: _Stage) -> None:
         f"unable to get device spec for {cuid}-gpu-3: device handle from UUID: Not Found"
     )
     st.add(
-        tpl,
         p,
         c,
         b.event(
@@ -637,14 +641,18 @@ def _recreated_notebook(st: _Stage) -> None:
     st.add(p, c, *events)
 
 
-def _prioritized_sweep(st: _Stage) -> None:
-    """firstAvailable: an A100 if there is one, else an H100; created just before stage 1."""
-    if st.i < 1:
-        return
-    ns, name = RESNET_SWEEP
-    node_name = A100_NODES[1]
-    tpl = b.claim_template(
-        ns,
+# Earlier trials of the sweep: each held an A100 of worker-a100-1 for hours and finished during the
+# story (gone by the stage named), so research's history has finished holds to date a wait by.
+SWEEP_TRIALS = (
+    (("research", "resnet-sweep-0"), "gpu-0", timedelta(hours=6, minutes=10), 1),
+    (("research", "resnet-sweep-1"), "gpu-4", timedelta(hours=6, minutes=50), 2),
+    (("research", "resnet-sweep-2"), "gpu-5", timedelta(hours=7, minutes=30), 3),
+)
+
+
+def _sweep_template(st: _Stage) -> Obj:
+    return b.claim_template(
+        RESNET_SWEEP[0],
         "a100-or-h100",
         [
             b.first_available_request(
@@ -654,6 +662,43 @@ def _prioritized_sweep(st: _Stage) -> None:
         ],
         created=st.base - timedelta(days=3),
     )
+
+
+def _finished_sweep_trials(st: _Stage) -> None:
+    """resnet-sweep-0..2 ran on A100s for 6-7.5 h; each Pod and its claim are gone from the stage named.
+    The sweep's template (sweep-3's too) is added here, in every stage."""
+    node_name = A100_NODES[1]
+    tpl = _sweep_template(st)
+    st.add(tpl)
+    for index, ((ns, name), device, held, gone_in) in enumerate(SWEEP_TRIALS):
+        if st.i >= gone_in:
+            continue
+        sched = st.stage_at(gone_in) - held
+        started = sched + timedelta(seconds=45)
+        p = b.pod(
+            ns,
+            name,
+            sched - timedelta(seconds=6),
+            node_name=node_name,
+            phase="Running",
+            conditions=b.running_conditions(sched, started),
+            container_state=b.state_running(started),
+            allocated_resources_status=[b.resource_health("gpu", None, [(b.GPU_DRIVER, node_name, device)])],
+            claims=[("gpu", {"template": "a100-or-h100"})],
+            labels={"app": "resnet-sweep", "sweep-index": str(index)},
+            command=("python", "train_resnet.py", "--lr", ("0.1", "0.03", "0.01")[index]),
+        )
+        c = b.template_claim(tpl, p, allocated=[("gpu/a100", node_name, device)], allocated_at=sched, reserved_for=[p])
+        st.add(p, c)
+
+
+def _prioritized_sweep(st: _Stage) -> None:
+    """firstAvailable: an A100 if there is one, else an H100; created just before stage 1."""
+    if st.i < 1:
+        return
+    ns, name = RESNET_SWEEP
+    node_name = A100_NODES[1]
+    tpl = _sweep_template(st)
     created = st.stage_at(1) - timedelta(seconds=8)
     common: dict[str, Any] = {
         "claims": [("gpu", {"template": "a100-or-h100"})],
@@ -662,7 +707,7 @@ def _prioritized_sweep(st: _Stage) -> None:
     }
     if st.i == 1:
         p = b.pod(ns, name, created, **common)  # the scheduler has not looked at it yet
-        st.add(tpl, p, b.template_claim(tpl, p))
+        st.add(p, b.template_claim(tpl, p))
         return
     sched = st.stage_at(1) + timedelta(seconds=5)
     started = sched + timedelta(seconds=45)
@@ -680,7 +725,6 @@ def _prioritized_sweep(st: _Stage) -> None:
     )
     c = b.template_claim(tpl, p, allocated=[("gpu/a100", node_name, "gpu-0")], allocated_at=sched, reserved_for=[p])
     st.add(
-        tpl,
         p,
         c,
         b.event(

@@ -18,7 +18,7 @@ from collector.models import Cluster, Snapshot
 # refactor of the domain leaves stored rows valid. tests/test_derivation_version.py keeps the two
 # together: it derives the demo story and the shared scenarios and compares a digest of every stored
 # row with the one recorded for this version.
-DOMAIN_VERSION = "2026-12-01.7"
+DOMAIN_VERSION = "2026-12-01.8-lf"
 
 
 class DerivedSnapshot(models.Model):
@@ -224,8 +224,10 @@ class LeakFlag(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="leak_flags")
     claim_uid = models.CharField(max_length=64)
     namespace = models.CharField(max_length=253)
-    entry = models.TextField(help_text="JSON: the leak report's entry without its hours and message, plus "
-                             "gpu_equivalents (the devices' fractions added up).")
+    entry = models.TextField(
+        help_text="JSON: the leak report's entry without its hours and message, plus "
+        "gpu_equivalents (the devices' fractions added up)."
+    )
     content_hash = models.CharField(max_length=32)
     valid_from = models.DateTimeField()
     valid_to = models.DateTimeField(null=True, blank=True)
@@ -397,6 +399,10 @@ class AllocationSpan(models.Model):
     start = models.DateTimeField(help_text="From allocationTimestamp when it dates the allocation earlier.")
     end = models.DateTimeField(null=True, blank=True)
     seen = models.DateTimeField(help_text="The version that first showed these devices.")
+    # The claim's kin (``estimates.claim_kin``), so a waiting Pod's estimate compares finished holds
+    # of the same workload or template without reading their claims' and Pods' versions.
+    workload = models.CharField(max_length=512, blank=True, default="", help_text="Kind/name of the Pod's controller.")
+    template = models.CharField(max_length=253, blank=True, default="", help_text="The claim's ResourceClaimTemplate.")
 
     class Meta:
         constraints = [
@@ -410,6 +416,8 @@ class AllocationSpan(models.Model):
             models.Index(fields=["cluster", "start"], name="allocationspan_overlap"),
             # A device's page: the claims that ever held one device, without reading every claim.
             models.Index(fields=["cluster", "driver", "pool", "device"], name="allocationspan_device"),
+            # A waiting Pod's estimate: the finished holds in the holders' namespaces ending in a window.
+            models.Index(fields=["cluster", "namespace", "end"], name="allocationspan_finished"),
         ]
 
     def __str__(self) -> str:

@@ -9,16 +9,17 @@ snapshot twice, or after a rebuild reopened spans, write the same rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 
 from collector.history_reader import readable
 from collector.models import ObjectVersion, Snapshot
 from derived.models import AllocationSpan
-from domain.cluster.state import ClusterState, Version, ns_name
+from domain.cluster.state import ClusterState, Object, Version, ns_name
 from domain.inventory.devices import advertised_devices
 from domain.inventory.equivalents import held_in_part
 from domain.reports.capacity import allocation_runs, claim_namespace
+from domain.verdicts.estimates import claim_kin, owner_pod_uid
 
 BATCH = 2000
 # The end of a run still held: stored as NULL, read as the asked time.
@@ -51,9 +52,7 @@ def claim_versions(cluster_id: int, uids: Iterable[str] | None, until: datetime)
             yield current
 
 
-def write_spans(
-    snapshot: Snapshot, full: bool, observe: Callable[[str, list[Version]], None] | None = None
-) -> int:
+def write_spans(snapshot: Snapshot, full: bool, observe: Callable[[str, list[Version]], None] | None = None) -> int:
     """Bring the spans of the claims ``snapshot`` changed (every claim when ``full``) in line; rows changed.
 
     ``observe(uid, versions)`` sees each claim read: what else is derived from a claim's versions
@@ -66,23 +65,29 @@ def write_spans(
         uids = set(ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim").values_list("uid", flat=True))
         if not uids:
             return 0
-    stored: dict[str, dict[tuple[datetime, int], tuple[int, datetime | None]]] = {}
+    stored: dict[str, dict[tuple[datetime, int], tuple[int, datetime | None, str, str]]] = {}
     spans = AllocationSpan.objects.filter(cluster_id=cluster_id)
     if uids is not None:
         spans = spans.filter(claim_uid__in=sorted(uids))
-    for pk, uid, seen, position, end in spans.values_list("pk", "claim_uid", "seen", "position", "end").iterator(BATCH):
-        stored.setdefault(uid, {})[(seen, position)] = (pk, end)
+    read = spans.values_list("pk", "claim_uid", "seen", "position", "end", "workload", "template")
+    for pk, uid, seen, position, end, workload, template in read.iterator(BATCH):
+        stored.setdefault(uid, {})[(seen, position)] = (pk, end, workload, template)
     new: list[AllocationSpan] = []
     ends: dict[datetime | None, list[int]] = {}
+    kept: list[tuple[int, str, str, str]] = []  # (row, claim, workload, template) of rows kept
+    holding: dict[str, Object] = {}  # claims with runs: their newest object, for their kin
     gone: list[int] = []
     for uid, versions in claim_versions(cluster_id, uids, snapshot.at):
         if observe is not None:
             observe(uid, versions)
         mine = stored.pop(uid, {})
         namespace = claim_namespace(versions)
-        name = next((ns_name(v.obj)[1] for v in reversed(versions) if v.obj is not None), "")
+        last = next((v.obj for v in reversed(versions) if v.obj is not None), None)
+        name = ns_name(last)[1] if last is not None else ""
         for start, end, devices, seen in allocation_runs(versions, _OPEN):
             stored_end = None if end == _OPEN else end
+            if last is not None:
+                holding[uid] = last
             for position, (driver, pool, device) in enumerate(devices):
                 row = mine.pop((seen, position), None)
                 if row is None:
@@ -101,18 +106,58 @@ def write_spans(
                             seen=seen,
                         )
                     )
-                elif row[1] != stored_end:
+                    continue
+                if row[1] != stored_end:
                     ends.setdefault(stored_end, []).append(row[0])
-        gone.extend(pk for pk, _end in mine.values())  # runs the versions no longer show
+                kept.append((row[0], uid, row[2], row[3]))
+        gone.extend(pk for pk, *_rest in mine.values())  # runs the versions no longer show
     for leftover in stored.values():
-        gone.extend(pk for pk, _end in leftover.values())  # claims with no version up to the snapshot
+        gone.extend(pk for pk, *_rest in leftover.values())  # claims with no version up to the snapshot
+    kins = claim_kins(cluster_id, holding, snapshot.at)
+    for span in new:
+        span.workload, span.template = kins.get(span.claim_uid, ("", ""))
+    # A claim's kin changes only if its Pod was stored after it: the rows kept are brought in line.
+    rekin: dict[tuple[str, str], list[int]] = {}
+    for pk, uid, workload, template in kept:
+        kin = kins.get(uid, ("", ""))
+        if kin != (workload, template):
+            rekin.setdefault(kin, []).append(pk)
+    for (workload, template), pks in rekin.items():
+        for i in range(0, len(pks), BATCH):
+            AllocationSpan.objects.filter(pk__in=pks[i : i + BATCH]).update(workload=workload, template=template)
     for end, pks in ends.items():
         for i in range(0, len(pks), BATCH):
             AllocationSpan.objects.filter(pk__in=pks[i : i + BATCH]).update(end=end)
     for i in range(0, len(gone), BATCH):
         AllocationSpan.objects.filter(pk__in=gone[i : i + BATCH]).delete()
     AllocationSpan.objects.bulk_create(new, batch_size=BATCH)
-    return len(new) + sum(len(pks) for pks in ends.values()) + len(gone)
+    return len(new) + sum(len(pks) for pks in ends.values()) + len(gone) + sum(len(pks) for pks in rekin.values())
+
+
+def claim_kins(cluster_id: int, claims: Mapping[str, Object], at: datetime) -> dict[str, tuple[str, str]]:
+    """``(workload, template)`` of each claim (``estimates.claim_kin``), its Pod read as last stored by
+    ``at``: one query for the Pods of every claim, not a read of each."""
+    wanted = {pod_uid for claim in claims.values() if (pod_uid := owner_pod_uid(claim))}
+    pods: dict[str, Object] = {}
+    ordered = sorted(wanted)
+    for i in range(0, len(ordered), BATCH):
+        rows = (
+            ObjectVersion.objects.filter(
+                cluster_id=cluster_id, kind="Pod", uid__in=ordered[i : i + BATCH], valid_from__lte=at, deleted=False
+            )
+            .order_by("uid", "-valid_from")
+            .distinct("uid")
+            .values_list("uid", "valid_from", "content", "shapes_checked")
+        )
+        for uid, valid_from, content, checked in rows:
+            pod = readable("Pod", uid, valid_from, content, checked)
+            if pod is not None:
+                pods[uid] = pod
+    out = {}
+    for uid, claim in claims.items():
+        kin = claim_kin(claim, pods)
+        out[uid] = (kin.workload or "", kin.template or "")
+    return out
 
 
 def inventory_held_in_part(state: ClusterState) -> bool:

@@ -43,6 +43,7 @@ from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
 from derived.documents import Packer
 from derived.event_lookups import forget_event_subjects_from, write_event_subjects
+from derived.holds import SpanHolds
 from derived.leak_flags import write_leak_flags
 from derived.listings import write_claim_listings
 from derived.models import (
@@ -136,6 +137,10 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
                 involved = write_event_subjects(snapshot)
                 pods = affected_pods(snapshot, involved) if snapshot.changed else set()
                 pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
+            # Spans first: a waiting Pod's estimate reads the holds that ended by this snapshot from them.
+            admin_access = AdminAccessRows()
+            write_spans(snapshot, full, admin_access.observe)
+            admin_access.write(snapshot.cluster_id, full)
             written = _write(snapshot, history, pods, full)
             if full or changed_kinds - {"Event"} or _events_move_audit(snapshot):
                 written += _write_audit(snapshot, history)
@@ -146,9 +151,6 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             written += _write_leak_candidates(snapshot, history, full)
             held_in_part = _held_in_part(history, None if full else previous, changed_inventory)
             written += _write_leak_flags(snapshot, history, held_in_part)
-            admin_access = AdminAccessRows()
-            write_spans(snapshot, full, admin_access.observe)
-            admin_access.write(snapshot.cluster_id, full)
             written += write_claim_listings(snapshot, full, history.state)
             DerivedSnapshot.objects.create(
                 held_in_part=held_in_part,
@@ -333,8 +335,9 @@ def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: b
         _judging(snapshot, history, pods, claims, names)
     superseded: list[int] = []
     written: list[tuple[dict[str, Any], bytes, PodExplanation]] = []
+    finished = SpanHolds(snapshot.cluster_id)
     for pod_uid in uids:
-        doc = explain_incarnation(history, pod_uid, inventory_of=history.inventory_of)
+        doc = explain_incarnation(history, pod_uid, inventory_of=history.inventory_of, finished=finished)
         if doc is None:
             continue
         content = orjson.dumps(doc)

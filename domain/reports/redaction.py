@@ -78,8 +78,29 @@ class Redactor:
         if isinstance(value, list):
             return [self.document(v) for v in value if not self._about_hidden(v)]
         if isinstance(value, dict):
-            return {k: self.document(v) for k, v in value.items()}
+            out = {k: self.document(v) for k, v in value.items()}
+            hidden_uids = self._hidden_holder_uids(value)
+            if hidden_uids and isinstance(value.get("devices"), list):
+                out["devices"] = self._without_uids(value["devices"], hidden_uids)
+            return out
         return value
+
+    def _hidden_holder_uids(self, value: dict[str, Any]) -> set[str]:
+        """The claim UIDs of a wait's holders (``verdicts.estimates.wait_basis``) in hidden namespaces:
+        the holders are dropped, and their UIDs in the wait's ``devices`` would still name them."""
+        holders = value.get("holders")
+        if not isinstance(holders, list):
+            return set()
+        return {str(h["uid"]) for h in holders if self._about_hidden(h) and isinstance(h.get("uid"), str)}
+
+    @staticmethod
+    def _without_uids(devices: list[Any], uids: set[str]) -> list[Any]:
+        """Each device's keeping claims, another team's claim UID read as ``HIDDEN_HOLDER``: how many
+        claims keep a device stays."""
+        return [
+            [HIDDEN_HOLDER if uid in uids else uid for uid in keeping] if isinstance(keeping, list) else keeping
+            for keeping in devices
+        ]
 
     def _about_hidden(self, value: Any) -> bool:
         return isinstance(value, dict) and isinstance(value.get("namespace"), str) and value["namespace"] in self.hidden
@@ -119,10 +140,7 @@ def visible_holders(scope: Scope, holders: Iterable[dict[str, Any]]) -> list[dic
     """Holders (``namespace``, ``claim``, ``claim_uid``) as a table lists them: those in namespaces the
     scope does not see keep what they hold, not their names; decided by their namespace, so no list of
     the namespaces in use is needed."""
-    return [
-        h if scope.sees(h["namespace"]) else {**h, "claim": HIDDEN_HOLDER, "claim_uid": ""}
-        for h in holders
-    ]
+    return [h if scope.sees(h["namespace"]) else {**h, "claim": HIDDEN_HOLDER, "claim_uid": ""} for h in holders]
 
 
 def known_namespaces(state: ClusterState) -> frozenset[str]:

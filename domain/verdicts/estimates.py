@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import statistics
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from domain.cluster.state import HistoryView, Object, Version, meta, ns_name, spec_of, status_of, uid_of
 from domain.cluster.timefmt import parse_time, rfc3339
@@ -99,7 +99,7 @@ def _controller(obj: Object, skip: tuple[str, ...] = ()) -> str | None:
     return f"{chosen.get('kind')}/{chosen.get('name')}" if chosen else None
 
 
-def _owner_pod_uid(claim: Object) -> str | None:
+def owner_pod_uid(claim: Object) -> str | None:
     for ref in meta(claim).get("ownerReferences") or ():
         if isinstance(ref, dict) and ref.get("kind") == "Pod":
             return str(ref.get("uid") or "") or None
@@ -112,7 +112,7 @@ def _owner_pod_uid(claim: Object) -> str | None:
 def claim_kin(claim: Object, pods: Mapping[str, Object]) -> Kin:
     """The claim's kin, reading its Pod (owner, else first consumer) among ``pods`` by UID."""
     namespace = ns_name(claim)[0]
-    pod_uid = _owner_pod_uid(claim)
+    pod_uid = owner_pod_uid(claim)
     pod = pods.get(pod_uid) if pod_uid else None
     workload = _controller(pod, skip=("Node",)) if pod is not None else None
     workload = workload or _controller(claim, skip=("Pod",))
@@ -125,46 +125,76 @@ def claim_kin(claim: Object, pods: Mapping[str, Object]) -> Kin:
     return Kin(namespace, workload, template)
 
 
-@dataclass
-class History:
-    """The finished holds of the lookback window and every Pod last seen in it, read once per history."""
+class FinishedHolds(Protocol):
+    """Where the finished holds of a history are read from: the derived layer's allocation spans
+    (``derived.holds``), or a history's own versions (``VersionHolds``)."""
 
-    holds: list[Hold]
-    pods: dict[str, Object]
-    holding_since: dict[str, datetime]  # claims holding devices at ``as_of``: since when
-
-
-_READ: weakref.WeakKeyDictionary[Any, dict[datetime, History]] = weakref.WeakKeyDictionary()
+    def finished_holds(self, namespaces: Collection[str], since: datetime, until: datetime) -> Sequence[Hold]:
+        """The holds of claims in ``namespaces`` that ended in ``[since, until]``, each with its kin."""
+        ...
 
 
-def _read(history: HistoryView, since: datetime) -> History:
+class VersionHolds:
+    """The finished holds read from ``history``'s claim and Pod versions since the window start, once
+    per window: for a history held in memory, or one no derived layer keeps spans of."""
+
+    def __init__(self, history: HistoryView) -> None:
+        self._history = history
+        self._read: dict[datetime, list[Hold]] = {}
+
+    def finished_holds(self, namespaces: Collection[str], since: datetime, until: datetime) -> Sequence[Hold]:
+        found = self._read.get(since)
+        if found is None:
+            found = self._read[since] = self._holds(since)
+        return [h for h in found if h.kin.namespace in namespaces and h.end <= until]
+
+    def _holds(self, since: datetime) -> list[Hold]:
+        history = self._history
+        pods: dict[str, Object] = {}
+        for uid, versions in history.all_versions("Pod", since=since).items():
+            last = next((v.obj for v in reversed(versions) if v.obj is not None), None)
+            if last is not None:
+                pods[uid] = last
+        holds: list[Hold] = []
+        for uid, versions in history.all_versions("ResourceClaim", since=since).items():
+            last = next((v.obj for v in reversed(versions) if v.obj is not None), None)
+            if last is None:
+                continue
+            kin = claim_kin(last, pods)
+            holds.extend(
+                Hold(uid, kin, start, end)
+                for start, end in holds_of(versions, history.as_of)
+                if end is not None and end >= since
+            )
+        return holds
+
+
+_VERSION_HOLDS: weakref.WeakKeyDictionary[Any, VersionHolds] = weakref.WeakKeyDictionary()
+
+
+def version_holds(history: HistoryView) -> VersionHolds:
+    """One ``VersionHolds`` per history, so Pods judged over one history read its versions once."""
     try:
-        kept = _READ.setdefault(history, {})
+        return _VERSION_HOLDS.setdefault(history, VersionHolds(history))
     except TypeError:  # a history that cannot be weakly referenced is read every time
-        kept = {}
-    found = kept.get(since)
-    if found is not None:
-        return found
-    as_of = history.as_of
+        return VersionHolds(history)
+
+
+def _holder_kin(history: HistoryView, claim: Object) -> Kin:
+    """The kin of a claim holding devices now, reading only its own Pod."""
+    pod_uid = owner_pod_uid(claim)
     pods: dict[str, Object] = {}
-    for uid, versions in history.all_versions("Pod", since=since).items():
-        last = next((v.obj for v in reversed(versions) if v.obj is not None), None)
-        if last is not None:
-            pods[uid] = last
-    holds = []
-    holding_since: dict[str, datetime] = {}
-    for uid, versions in history.all_versions("ResourceClaim", since=since).items():
-        last = next((v.obj for v in reversed(versions) if v.obj is not None), None)
-        if last is None:
-            continue
-        kin = claim_kin(last, pods)
-        for start, end in holds_of(versions, as_of):
-            if end is None:
-                holding_since[uid] = start
-            elif end >= since:
-                holds.append(Hold(uid, kin, start, end))
-    found = kept[since] = History(holds, pods, holding_since)
-    return found
+    if pod_uid:
+        pod = next((v.obj for v in reversed(history.versions("Pod", pod_uid)) if v.obj is not None), None)
+        if pod is not None:
+            pods[pod_uid] = pod
+    return claim_kin(claim, pods)
+
+
+def _holding_since(history: HistoryView, claim: Object) -> datetime | None:
+    """Since when the claim has held its devices as of ``history.as_of``, from its own versions."""
+    runs = holds_of(history.versions("ResourceClaim", uid_of(claim)), history.as_of)
+    return runs[-1][0] if runs and runs[-1][1] is None else None
 
 
 def duration(seconds: float) -> str:
@@ -189,7 +219,12 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def wait_basis(
-    history: HistoryView, blockers: Sequence[Sequence[Object]], lacking: int, node: str, window_start: datetime
+    history: HistoryView,
+    blockers: Sequence[Sequence[Object]],
+    lacking: int,
+    node: str,
+    window_start: datetime,
+    finished: FinishedHolds | None = None,
 ) -> dict[str, Any]:
     """What the estimate is computed from, the same at every later time until the claims change.
 
@@ -198,6 +233,8 @@ def wait_basis(
     many such devices must be freed for the Pod's request to fit there; ``window_start``: the
     earliest end of a finished hold compared (``LOOKBACK`` before the Pod was created, to the day).
     Stored with the Pod's document (``verdict.wait``); ``estimate_from`` dates it as of a time.
+    ``finished``: where the finished holds are read (the history's versions when None); only the
+    holders' own claims and Pods are read from ``history``.
     """
     claims: dict[str, Object] = {}
     counts: dict[str, int] = {}
@@ -206,17 +243,19 @@ def wait_basis(
             claims.setdefault(uid_of(claim), claim)
             counts[uid_of(claim)] = counts.get(uid_of(claim), 0) + 1
     holders = [(claims[uid], counts[uid]) for uid in sorted(claims)]
-    read = _read(history, window_start)
+    kins = {uid_of(claim): _holder_kin(history, claim) for claim, _devices in holders}
+    source = finished if finished is not None else version_holds(history)
+    holds = source.finished_holds({k.namespace for k in kins.values()}, window_start, history.as_of)
     out = []
     for claim, devices in holders:
         uid = uid_of(claim)
-        kin = claim_kin(claim, read.pods)
+        kin = kins[uid]
         namespace, name = ns_name(claim)
         entry: dict[str, Any] = {
             "claim": f"{namespace}/{name}",
             "uid": uid,
             "devices": devices,
-            "since": rfc3339(read.holding_since.get(uid) or allocation_time(claim) or history.as_of),
+            "since": rfc3339(_holding_since(history, claim) or allocation_time(claim) or history.as_of),
             "namespace": namespace,
             "basis": None,
             "level": None,
@@ -232,7 +271,7 @@ def wait_basis(
                 continue
             seconds = [
                 h.seconds
-                for h in read.holds
+                for h in holds
                 if h.claim_uid != uid and h.kin.namespace == kin.namespace and h.kin.key(level) == key
             ]
             looked.append(f"{kin.describe(level, name)}: {len(seconds)}")

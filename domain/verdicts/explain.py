@@ -26,7 +26,7 @@ from domain.cluster.pod_claims import last_known
 from domain.cluster.state import HistoryView, Object, meta, ns_name, uid_of
 from domain.cluster.timefmt import parse_time, rfc3339
 from domain.inventory.devices import Inventory
-from domain.verdicts.estimates import estimate_from, wait_basis, window_start_for
+from domain.verdicts.estimates import FinishedHolds, estimate_from, wait_basis, window_start_for
 from domain.verdicts.suggestions import SUGGESTED_FOR, suggest
 from domain.verdicts.timeline import timeline
 
@@ -133,12 +133,15 @@ def explain_incarnation(
     uid: str,
     observed_uuids: Mapping[str, str] | None = None,
     inventory_of: Callable[[HistoryView], Inventory] = lambda h: Inventory.of(h.state),
+    finished: FinishedHolds | None = None,
 ) -> dict[str, Any] | None:
     """One incarnation's part of the explain document (pod, claims, verdict, timeline); None if never stored.
 
     It depends on the incarnation alone, not on its siblings or on when it is asked
     (``explain_document`` adds those), so it can be derived once and stored.
     ``inventory_of`` lets a caller judging many Pods as of one time share one inventory.
+    ``finished``: where a waiting Pod's estimate reads finished holds (the derived layer's spans);
+    the history's own versions when None.
     """
     pod, gone_at = last_known(history, "Pod", uid)
     if pod is None:
@@ -150,7 +153,7 @@ def explain_incarnation(
     entries = timeline(judged_history, pod, judged.claims, judged.events, inventory.nodes)
     verdict = choose_verdict(pod, judged.claims)
     if gone_at is None and not is_terminal(pod):
-        verdict.update(outlook(judged_history, pod, judged.claims, verdict["reason"]))
+        verdict.update(outlook(judged_history, pod, judged.claims, verdict["reason"], finished))
     doc = {
         "pod": _pod_summary(pod, gone_at),
         "claims": [_claim_doc(lc, entries) for lc in judged.claims],
@@ -162,7 +165,13 @@ def explain_incarnation(
     return doc
 
 
-def outlook(history: HistoryView, pod: Object, lifecycles: list[ClaimLifecycle], reason: str) -> dict[str, Any]:
+def outlook(
+    history: HistoryView,
+    pod: Object,
+    lifecycles: list[ClaimLifecycle],
+    reason: str,
+    finished: FinishedHolds | None = None,
+) -> dict[str, Any]:
     """What would make a Pod waiting on allocation run, and when, as verdict fields.
 
     ``devices-in-use``: ``wait``, the holders and their kin's history (``verdicts.estimates``), which
@@ -182,7 +191,7 @@ def outlook(history: HistoryView, pod: Object, lifecycles: list[ClaimLifecycle],
     if trial is None:
         return {}
     if reason == "devices-in-use":
-        return _wait_basis(history, pod, trial)
+        return _wait_basis(history, pod, trial, finished)
     if reason in SUGGESTED_FOR:
         found = suggest(trial.inventory, trial.claims, trial.simulation, trial.nodes, trial.cache, trial.siblings)
         if found:
@@ -194,7 +203,9 @@ def outlook(history: HistoryView, pod: Object, lifecycles: list[ClaimLifecycle],
     return {}
 
 
-def _wait_basis(history: HistoryView, pod: Object, trial: AllocationTrial) -> dict[str, Any]:
+def _wait_basis(
+    history: HistoryView, pod: Object, trial: AllocationTrial, finished: FinishedHolds | None
+) -> dict[str, Any]:
     best = trial.simulation.best
     failing = best.failing if best is not None else None
     if failing is None or not (failing.held or failing.short):
@@ -203,7 +214,7 @@ def _wait_basis(history: HistoryView, pod: Object, trial: AllocationTrial) -> di
     blockers += [[h.claim for h in shortage.holders] for shortage in failing.short.values()]
     lacking = max(1, failing.needed - failing.progress)
     created = parse_time(meta(pod).get("creationTimestamp")) or history.as_of
-    return {"wait": wait_basis(history, blockers, lacking, failing.node, window_start_for(created))}
+    return {"wait": wait_basis(history, blockers, lacking, failing.node, window_start_for(created), finished)}
 
 
 # Boundary reasons whose judgement changes with time alone, the objects unchanged: a binding wait
