@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import BadRequest
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
@@ -18,6 +17,7 @@ from dashboard import charts
 from dashboard.clusters import cluster_or_404
 from dashboard.leak_flags import flags_for
 from dashboard.views import render_page
+from derived.inventory_listing import inventory_listing
 from derived.reading import class_matches_read, device_history_read
 from derived.reports import audit_read, leaks_read
 from derived.review import review_read
@@ -33,8 +33,7 @@ from domain.inventory.devices import (
     taint_rows,
     typed_value,
 )
-from domain.inventory.equivalents import physical_devices
-from domain.inventory.shared_usage import counter_blocked, counter_set_usage, counter_sets_of, shared_device_usage
+from domain.inventory.shared_usage import counter_blocked, counter_sets_of, shared_device_usage
 from domain.reports.capacity import percent, review_csv_rows, review_table, week_containing
 from domain.reports.redaction import Scope, visible_holders
 
@@ -148,85 +147,45 @@ def review_csv(request: HttpRequest, cluster: str) -> HttpResponse:
 @require_GET
 def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    known = Inventory.of(history.state)  # built once per snapshot, shared with the other pages
-    holders = known.holders
+    node = request.GET.get("node", "")
+    # 40,000 GPUs at 5,000 nodes: a page of rows is read (derived.inventory_listing), not every slice.
+    listing = inventory_listing(history, node, request.GET.get("page"), DEVICES_PER_PAGE)
     # Only the holders' namespaces are checked against the scope: no document to redact, so the
     # namespaces in use (every live Pod's, for a team member) are not read.
     scope = scope_for(request.user, c)
-    node = request.GET.get("node", "")
-    devices = [d for d in known.devices if not node or _node_of(d) == node]
-    devices.sort(key=lambda d: (_node_of(d), d.pool, d.name))
-    # 40,000 GPUs at 5,000 nodes: a page of rows is rendered, not megabytes of them.
-    page = Paginator(devices, DEVICES_PER_PAGE).get_page(request.GET.get("page"))
-    shown = list(page.object_list)
+    shown = list(listing.page.object_list)
     # The flags of the claims holding the page's devices: one lookup for the page, not per claim.
-    flagged = flags_for(history, scope, [uid_of(h) for d in shown if (h := holders.get(d.id)) is not None])
-    # Free of holders, yet not allocatable: the counters a partition holds (the allocator's own check).
-    blocked = counter_blocked(known, devices)
-    rows = [
-        _inventory_row(history, device, holders.get(device.id), scope, flagged, blocked.get(device.id))
-        for device in shown
-    ]
-    held = sum(1 for d in devices if d.id in holders)
-    # A partitionable GPU is advertised as its whole device and each partition: one physical GPU.
-    units = physical_devices(devices)
-    partitioned = [
-        {"node": _node_of(u.devices[0]), "devices": [d.name for d in u.devices]} for u in units if len(u.devices) > 1
-    ]
-    counter_sets = [
-        {**u, "holders": visible_holders(scope, u["holders"])}
-        for u in counter_set_usage(known)
-        if not node or u.get("node") == node
-    ]
+    flagged = flags_for(history, scope, [r["holder"]["claim_uid"] for r in shown if r["holder"] is not None])
     context = {
         "cluster": c,
-        "rows": rows,
-        "page": page,
+        "rows": [_inventory_row(row, scope, flagged) for row in shown],
+        "page": listing.page,
         "node": node,
-        "total": len(devices),
-        "held": held,
-        "blocked": len(blocked),
-        "free": len(devices) - held - len(blocked),
-        "gpus": len(units),
-        "partitioned": partitioned,
+        "total": listing.total,
+        "held": listing.held,
+        "blocked": listing.blocked,
+        "free": listing.total - listing.held - listing.blocked,
+        "gpus": listing.gpus,
+        "partitioned": listing.partitioned,
         "as_of": history.as_of,
-        "counter_sets": counter_sets,
+        "counter_sets": [{**u, "holders": visible_holders(scope, u["holders"])} for u in listing.counter_sets],
     }
     return render_page(request, "dashboard/inventory.html", context, "inventory")
 
 
-def _node_of(device: AdvertisedDevice) -> str:
-    return device.node_name or device.reach.describe()
-
-
-def _inventory_row(
-    history: StoredHistory,
-    device: AdvertisedDevice,
-    holder: dict[str, Any] | None,
-    scope: Scope,
-    flagged: dict[str, dict[str, Any]],
-    blocked: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def _inventory_row(row: dict[str, Any], scope: Scope, flagged: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One listed device as the scope may see it: another team's holder redacted, its leak flag."""
     shown: dict[str, Any] = {}
-    if holder is not None:
-        namespace, name = meta(holder).get("namespace") or "", meta(holder).get("name") or ""
-        claim = "/".join(filter(None, (namespace, name)))
-        [shown] = visible_holders(scope, [{"namespace": namespace, "claim": claim, "claim_uid": uid_of(holder)}])
+    if row["holder"] is not None:
+        [shown] = visible_holders(scope, [row["holder"]])
+    blocked = row["blocked"]
     return {
-        "node": _node_of(device),
-        "driver": device.driver,
-        "pool": device.pool,
-        "name": device.name,
-        "driver_name": device.driver,
-        "product": typed_value(device.attributes.get("productName")),
-        "memory": device.capacity_value("memory"),
-        "uuid": device.uuid,
-        "taints": taint_rows(device, history.state) if device.taints else [],
-        "holder": holder is not None,
+        **row,
+        "driver_name": row["driver"],
+        "holder": row["holder"] is not None,
         "holder_name": shown.get("claim", ""),
         "holder_uid": shown.get("claim_uid", ""),
         "leak": flagged.get(shown.get("claim_uid", "")) if shown.get("claim_uid") else None,
-        "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
         "blocked": {**blocked, "holders": visible_holders(scope, blocked["holders"])} if blocked else None,
     }
 
@@ -317,7 +276,6 @@ def _advertised(history: StoredHistory, inventory: Inventory | None, device_id: 
         return inventory.by_id.get(device_id)
     # slices and taint rules only
     return next((d for d in advertised_devices(history.state) if d.id == device_id), None)
-
 
 
 def _current_holder(inventory: Inventory, device_id: DeviceId, scope: Scope) -> dict[str, Any] | None:

@@ -13,7 +13,8 @@ from collector.history_reader import StoredHistory
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import rows_from, stored_rows
 from derived.documents import Packer, unpack
-from derived.models import ClassMatches, PodExplanation
+from derived.inventory_listing import InventoryListing, listing_from_rows, listing_on_read
+from derived.models import ClassMatches, InventoryDevice, InventoryUsage, PodExplanation
 from derived.reading import (
     audit_read,
     claims_read,
@@ -83,10 +84,13 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             # Each claim's boundary rows: its states in every document that judged it.
             assert stored_rows(cluster, claim_uid, at) == rows_from(judged, claim_uid), (at, claim_uid)
         _assert_device_histories_match(cluster, at)
+        _assert_inventory_listings_match(cluster, at)
         for kind in ("ResourceSlice", "ResourceClaim", "Pod"):  # what the audit reads of deleted slices
             assert history.deleted(kind) == deleted_of(history.all_versions(kind)), (at, kind)
         for redactor in _redactors(history):  # the overview and the claims list, as an admin and as a team member
-            state_claims = [s for s in claim_summaries(StoredHistory(cluster, at).state) if redactor.scope.sees(s.namespace)]
+            state_claims = [
+                s for s in claim_summaries(StoredHistory(cluster, at).state) if redactor.scope.sees(s.namespace)
+            ]
             assert claims_read(history, redactor.scope) == state_claims, at
             on_read = overview(StoredHistory(cluster, at), redactor, leak_thresholds())
             assert _json(overview_read(StoredHistory(cluster, at), redactor, leak_thresholds())) == _json(on_read), at
@@ -120,6 +124,26 @@ def _assert_device_histories_match(cluster: Cluster, at: datetime) -> None:
     for device in devices:
         layer = device_history_read(StoredHistory(cluster, at), device)
         assert _json(layer) == _json(device_history(on_read, device, index)), (at, device)
+
+
+def _listing(listing: InventoryListing) -> Any:
+    page = listing.page
+    shown = (page.number, page.paginator.num_pages, page.paginator.count, list(page.object_list))
+    counts = (listing.total, listing.held, listing.blocked, listing.gpus)
+    return _json((shown, counts, listing.partitioned, listing.counter_sets))
+
+
+def _assert_inventory_listings_match(cluster: Cluster, at: datetime) -> None:
+    """The inventory page's content read from the device rows and spans equals what ``Inventory.of``
+    gives: every device, each node's, and a later page of a few."""
+    usage = valid_rows(StoredHistory(cluster, at), InventoryUsage).values_list("document", flat=True).first()
+    assert usage is not None, at
+    nodes = set(valid_rows(StoredHistory(cluster, at), InventoryDevice).values_list("node", flat=True))
+    for node in ["", *sorted(nodes)]:
+        for number, per_page in ((1, 100_000), (2, 3)):
+            rows = listing_from_rows(StoredHistory(cluster, at), node, number, per_page, orjson.loads(usage))
+            on_read = listing_on_read(StoredHistory(cluster, at), node, number, per_page)
+            assert _listing(rows) == _listing(on_read), (at, node, number)
 
 
 def _redactors(history: StoredHistory) -> list[Redactor]:
@@ -174,4 +198,6 @@ def edit_stored_document(row: PodExplanation, edit: Callable[[dict[str, Any]], N
     doc = unpack(row.content, row.dictionary_id)
     edit(doc)
     packer = Packer(row.cluster_id, row.valid_from, [])
-    PodExplanation.objects.filter(pk=row.pk).update(content=packer.pack(orjson.dumps(doc)), dictionary=packer.dictionary)
+    PodExplanation.objects.filter(pk=row.pk).update(
+        content=packer.pack(orjson.dumps(doc)), dictionary=packer.dictionary
+    )
