@@ -17,23 +17,19 @@ from dashboard import charts
 from dashboard.clusters import cluster_or_404
 from dashboard.leak_flags import flags_for
 from dashboard.views import render_page
-from derived.inventory_listing import inventory_listing
+from derived.inventory_listing import device_now, inventory_listing
 from derived.reading import class_matches_read, device_history_read
 from derived.reports import audit_read, leaks_read
 from derived.review import review_read
 from derived.thresholds import leak_thresholds
-from derived.writer import held_in_part_of
 from domain.allocator.matching import class_selectors
-from domain.cluster.state import meta, uid_of
+from domain.cluster.state import meta
 from domain.inventory.devices import (
     AdvertisedDevice,
-    DeviceId,
     Inventory,
-    advertised_devices,
-    taint_rows,
     typed_value,
 )
-from domain.inventory.shared_usage import counter_blocked, counter_sets_of, shared_device_usage
+from domain.inventory.shared_usage import shared_device_usage
 from domain.reports.capacity import percent, review_csv_rows, review_table, week_containing
 from domain.reports.redaction import Scope, visible_holders
 
@@ -237,24 +233,22 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
     # in use that a redactor lists (or the state it would decode for them).
     scope = scope_for(request.user, c)
     doc = device_history_read(history, device_id)
-    # Shares and counter sets need who holds what, which the inventory reads from every live claim;
-    # a snapshot the layer says has no device held in part has neither, and only its slices are read.
-    inventory = None if held_in_part_of(history.snapshot_pk) is False else Inventory.of(history.state)
-    if not doc["claims"] and _advertised(history, inventory, device_id) is None:
+    # The device, its holder and counter sets from the layer's rows (derived.inventory_listing).
+    now = device_now(history, device_id)
+    advertised = now.advertised
+    if not doc["claims"] and advertised is None:
         raise Http404("no such device")
     hidden = [x for x in doc["claims"] if not scope.sees(x["namespace"])]
     doc["claims"] = [x for x in doc["claims"] if scope.sees(x["namespace"])]
     doc["preparation_failures"] = [f for f in doc["preparation_failures"] if scope.sees(f["namespace"])]
-    shared = shared_device_usage(inventory, device_id) if inventory is not None else None
+    # The shares of a device with allowMultipleAllocations are weighed by the ledger of every live claim.
+    shared = None
+    if advertised is not None and advertised.shareable:
+        shared = shared_device_usage(Inventory.of(history.state), device_id)
     if shared is not None:
         shared["shares"] = visible_holders(scope, shared["shares"])
-    counter_sets = [
-        {**u, "holders": visible_holders(scope, u["holders"])}
-        for u in (counter_sets_of(inventory, device_id) if inventory is not None else ())
-    ]
-    advertised = _advertised(history, inventory, device_id)
-    blocked = counter_blocked(inventory, [advertised]).get(device_id) if inventory and advertised else None
     flags = flags_for(history, scope, [str(x["uid"]) for x in doc["claims"] if not x.get("until")])
+    blocked = now.blocked
     context = {
         "cluster": c,
         "doc": doc,
@@ -262,30 +256,13 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
         "sees_all": scope.admin,
         "hidden_claims": len(hidden),
         "shared": shared,
-        "counter_sets": counter_sets,
+        "counter_sets": [{**u, "holders": visible_holders(scope, u["holders"])} for u in now.counter_sets],
         "blocked": {**blocked, "holders": visible_holders(scope, blocked["holders"])} if blocked else None,
-        "holder": _current_holder(inventory, device_id, scope) if inventory is not None else None,
-        "taints": taint_rows(advertised, history.state) if advertised is not None else [],
+        "holder": visible_holders(scope, [now.holder])[0] if now.holder is not None else None,
+        "taints": now.taints,
         "facts": _device_facts(advertised) if advertised is not None else None,
     }
     return render_page(request, "dashboard/device.html", context, "device")
-
-
-def _advertised(history: StoredHistory, inventory: Inventory | None, device_id: DeviceId) -> AdvertisedDevice | None:
-    if inventory is not None:
-        return inventory.by_id.get(device_id)
-    # slices and taint rules only
-    return next((d for d in advertised_devices(history.state) if d.id == device_id), None)
-
-
-def _current_holder(inventory: Inventory, device_id: DeviceId, scope: Scope) -> dict[str, Any] | None:
-    """Who holds the device now (as the inventory page says it), for the page's availability line."""
-    holder = inventory.holders.get(device_id)
-    if holder is None:
-        return None
-    namespace, name = meta(holder).get("namespace") or "", meta(holder).get("name") or ""
-    held = {"namespace": namespace, "claim": f"{namespace}/{name}", "claim_uid": uid_of(holder)}
-    return visible_holders(scope, [held])[0]
 
 
 ATTRIBUTE_TYPES = ("string", "int", "bool", "version")  # DeviceAttribute's fields, one set per attribute

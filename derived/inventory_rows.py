@@ -20,12 +20,15 @@ from collector.models import Snapshot
 from derived.models import InventoryDevice
 from domain.cluster.state import ClusterState
 from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory, Reach, taint_rows, typed_value
+from domain.inventory.equivalents import physical_devices
 from domain.inventory.shared_usage import counter_blocked, counter_set_usage
 from domain.inventory.sharing import device_counters
 
 BATCH = 2000
 # The kinds whose change can alter a device's row (its slice, or a rule's taint and condition).
 ROW_KINDS = frozenset({"ResourceSlice", "DeviceTaintRule"})
+# The inventory page's order (Python's, by code point), which the rows' ordering index follows.
+ORDER = ("node", "pool", "device", "driver")
 
 
 def node_of(device: AdvertisedDevice) -> str:
@@ -137,13 +140,36 @@ def write_inventory_devices(snapshot: Snapshot, inventory: Inventory) -> int:
     return len(new) + len(closed)
 
 
+def page_order(device: AdvertisedDevice) -> tuple[str, str, str]:
+    """Where the inventory page lists a device (after its driver: devices come sorted by driver first)."""
+    return (node_of(device), device.pool, device.name)
+
+
+def inventory_totals(devices: list[AdvertisedDevice], holders: Mapping[DeviceId, Any]) -> dict[str, Any]:
+    """The counts above the inventory page of ``devices`` (in the page's order): devices, those held,
+    physical GPUs, and the GPUs advertised as several devices (node, devices)."""
+    # A partitionable GPU is advertised as its whole device and each partition: one physical GPU.
+    units = physical_devices(devices)
+    return {
+        "total": len(devices),
+        "held": sum(1 for d in devices if d.id in holders),
+        "gpus": len(units),
+        "partitioned": [
+            {"node": node_of(u.devices[0]), "devices": [d.name for d in u.devices]} for u in units if len(u.devices) > 1
+        ],
+    }
+
+
 def inventory_usage(inventory: Inventory) -> dict[str, Any]:
-    """The counter sets in use and the devices their consumed counters block (each with its node, for
-    the page's node filter); empty without a device drawing on a counter set."""
+    """The page's counts (``inventory_totals``), the counter sets in use and the devices their consumed
+    counters block (each with its node, for the page's node filter); no counter sets without a device
+    drawing on one."""
+    totals = inventory_totals(sorted(inventory.devices, key=page_order), inventory.holders)
     if not any(d.entry.get("consumesCounters") for d in inventory.devices):
-        return {"counter_sets": [], "blocked": []}
+        return {"totals": totals, "counter_sets": [], "blocked": []}
     blocked = counter_blocked(inventory)
     return {
+        "totals": totals,
         "counter_sets": counter_set_usage(inventory),
         "blocked": [
             {"device": list(device_id), "node": node_of(inventory.by_id[device_id]), "entry": entry}

@@ -13,7 +13,13 @@ from collector.history_reader import StoredHistory
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import rows_from, stored_rows
 from derived.documents import Packer, unpack
-from derived.inventory_listing import InventoryListing, listing_from_rows, listing_on_read
+from derived.inventory_listing import (
+    InventoryListing,
+    device_now_from_rows,
+    holder_of,
+    listing_from_rows,
+    listing_on_read,
+)
 from derived.models import ClassMatches, InventoryDevice, InventoryUsage, PodExplanation
 from derived.reading import (
     audit_read,
@@ -35,6 +41,8 @@ from domain.cluster.claim_summaries import claim_summaries
 from domain.cluster.state import deleted_of
 from domain.cluster.timefmt import parse_time
 from domain.inventory.device_history import DeviceIndex, device_history
+from domain.inventory.devices import Inventory, taint_rows
+from domain.inventory.shared_usage import counter_blocked, counter_sets_of
 from domain.reports.audit import audit
 from domain.reports.capacity import weekly_review
 from domain.reports.leaks import Thresholds, find_leaks
@@ -144,6 +152,18 @@ def _assert_inventory_listings_match(cluster: Cluster, at: datetime) -> None:
             rows = listing_from_rows(StoredHistory(cluster, at), node, number, per_page, orjson.loads(usage))
             on_read = listing_on_read(StoredHistory(cluster, at), node, number, per_page)
             assert _listing(rows) == _listing(on_read), (at, node, number)
+    # The device page's present: each device's row, holder and counter sets, and a device advertised by no row.
+    inventory = Inventory.of(StoredHistory(cluster, at).state)
+    for device_id in [*inventory.by_id, ("gpu.example.com", "no-pool", "never-held")]:
+        now = device_now_from_rows(StoredHistory(cluster, at), device_id, orjson.loads(usage))
+        advertised = inventory.by_id.get(device_id)
+        holder = inventory.holders.get(device_id)
+        assert now.advertised == advertised, (at, device_id)
+        assert now.taints == (taint_rows(advertised, inventory.state) if advertised and advertised.taints else [])
+        assert now.holder == (holder_of(holder) if holder is not None else None), (at, device_id)
+        assert now.counter_sets == _json(counter_sets_of(inventory, device_id)), (at, device_id)
+        blocked = counter_blocked(inventory, [advertised]).get(device_id) if advertised else None
+        assert now.blocked == _json(blocked), (at, device_id)
 
 
 def _redactors(history: StoredHistory) -> list[Redactor]:
