@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import BadRequest
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
@@ -18,23 +17,19 @@ from dashboard import charts
 from dashboard.clusters import cluster_or_404
 from dashboard.leak_flags import flags_for
 from dashboard.views import render_page
+from derived.inventory_listing import device_now, inventory_listing
 from derived.reading import class_matches_read, device_history_read
 from derived.reports import audit_read, leaks_read
 from derived.review import review_read
 from derived.thresholds import leak_thresholds
-from derived.writer import held_in_part_of
 from domain.allocator.matching import class_selectors
-from domain.cluster.state import meta, uid_of
+from domain.cluster.state import meta
 from domain.inventory.devices import (
     AdvertisedDevice,
-    DeviceId,
     Inventory,
-    advertised_devices,
-    taint_rows,
     typed_value,
 )
-from domain.inventory.equivalents import physical_devices
-from domain.inventory.shared_usage import counter_blocked, counter_set_usage, counter_sets_of, shared_device_usage
+from domain.inventory.shared_usage import shared_device_usage
 from domain.reports.capacity import percent, review_csv_rows, review_table, week_containing
 from domain.reports.redaction import Scope, visible_holders
 
@@ -148,85 +143,45 @@ def review_csv(request: HttpRequest, cluster: str) -> HttpResponse:
 @require_GET
 def inventory(request: HttpRequest, cluster: str) -> HttpResponse:
     c, history = _history(request, cluster)
-    known = Inventory.of(history.state)  # built once per snapshot, shared with the other pages
-    holders = known.holders
+    node = request.GET.get("node", "")
+    # 40,000 GPUs at 5,000 nodes: a page of rows is read (derived.inventory_listing), not every slice.
+    listing = inventory_listing(history, node, request.GET.get("page"), DEVICES_PER_PAGE)
     # Only the holders' namespaces are checked against the scope: no document to redact, so the
     # namespaces in use (every live Pod's, for a team member) are not read.
     scope = scope_for(request.user, c)
-    node = request.GET.get("node", "")
-    devices = [d for d in known.devices if not node or _node_of(d) == node]
-    devices.sort(key=lambda d: (_node_of(d), d.pool, d.name))
-    # 40,000 GPUs at 5,000 nodes: a page of rows is rendered, not megabytes of them.
-    page = Paginator(devices, DEVICES_PER_PAGE).get_page(request.GET.get("page"))
-    shown = list(page.object_list)
+    shown = list(listing.page.object_list)
     # The flags of the claims holding the page's devices: one lookup for the page, not per claim.
-    flagged = flags_for(history, scope, [uid_of(h) for d in shown if (h := holders.get(d.id)) is not None])
-    # Free of holders, yet not allocatable: the counters a partition holds (the allocator's own check).
-    blocked = counter_blocked(known, devices)
-    rows = [
-        _inventory_row(history, device, holders.get(device.id), scope, flagged, blocked.get(device.id))
-        for device in shown
-    ]
-    held = sum(1 for d in devices if d.id in holders)
-    # A partitionable GPU is advertised as its whole device and each partition: one physical GPU.
-    units = physical_devices(devices)
-    partitioned = [
-        {"node": _node_of(u.devices[0]), "devices": [d.name for d in u.devices]} for u in units if len(u.devices) > 1
-    ]
-    counter_sets = [
-        {**u, "holders": visible_holders(scope, u["holders"])}
-        for u in counter_set_usage(known)
-        if not node or u.get("node") == node
-    ]
+    flagged = flags_for(history, scope, [r["holder"]["claim_uid"] for r in shown if r["holder"] is not None])
     context = {
         "cluster": c,
-        "rows": rows,
-        "page": page,
+        "rows": [_inventory_row(row, scope, flagged) for row in shown],
+        "page": listing.page,
         "node": node,
-        "total": len(devices),
-        "held": held,
-        "blocked": len(blocked),
-        "free": len(devices) - held - len(blocked),
-        "gpus": len(units),
-        "partitioned": partitioned,
+        "total": listing.total,
+        "held": listing.held,
+        "blocked": listing.blocked,
+        "free": listing.total - listing.held - listing.blocked,
+        "gpus": listing.gpus,
+        "partitioned": listing.partitioned,
         "as_of": history.as_of,
-        "counter_sets": counter_sets,
+        "counter_sets": [{**u, "holders": visible_holders(scope, u["holders"])} for u in listing.counter_sets],
     }
     return render_page(request, "dashboard/inventory.html", context, "inventory")
 
 
-def _node_of(device: AdvertisedDevice) -> str:
-    return device.node_name or device.reach.describe()
-
-
-def _inventory_row(
-    history: StoredHistory,
-    device: AdvertisedDevice,
-    holder: dict[str, Any] | None,
-    scope: Scope,
-    flagged: dict[str, dict[str, Any]],
-    blocked: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def _inventory_row(row: dict[str, Any], scope: Scope, flagged: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One listed device as the scope may see it: another team's holder redacted, its leak flag."""
     shown: dict[str, Any] = {}
-    if holder is not None:
-        namespace, name = meta(holder).get("namespace") or "", meta(holder).get("name") or ""
-        claim = "/".join(filter(None, (namespace, name)))
-        [shown] = visible_holders(scope, [{"namespace": namespace, "claim": claim, "claim_uid": uid_of(holder)}])
+    if row["holder"] is not None:
+        [shown] = visible_holders(scope, [row["holder"]])
+    blocked = row["blocked"]
     return {
-        "node": _node_of(device),
-        "driver": device.driver,
-        "pool": device.pool,
-        "name": device.name,
-        "driver_name": device.driver,
-        "product": typed_value(device.attributes.get("productName")),
-        "memory": device.capacity_value("memory"),
-        "uuid": device.uuid,
-        "taints": taint_rows(device, history.state) if device.taints else [],
-        "holder": holder is not None,
+        **row,
+        "driver_name": row["driver"],
+        "holder": row["holder"] is not None,
         "holder_name": shown.get("claim", ""),
         "holder_uid": shown.get("claim_uid", ""),
         "leak": flagged.get(shown.get("claim_uid", "")) if shown.get("claim_uid") else None,
-        "held_since": ((holder or {}).get("status") or {}).get("allocation", {}).get("allocationTimestamp"),
         "blocked": {**blocked, "holders": visible_holders(scope, blocked["holders"])} if blocked else None,
     }
 
@@ -278,24 +233,22 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
     # in use that a redactor lists (or the state it would decode for them).
     scope = scope_for(request.user, c)
     doc = device_history_read(history, device_id)
-    # Shares and counter sets need who holds what, which the inventory reads from every live claim;
-    # a snapshot the layer says has no device held in part has neither, and only its slices are read.
-    inventory = None if held_in_part_of(history.snapshot_pk) is False else Inventory.of(history.state)
-    if not doc["claims"] and _advertised(history, inventory, device_id) is None:
+    # The device, its holder and counter sets from the layer's rows (derived.inventory_listing).
+    now = device_now(history, device_id)
+    advertised = now.advertised
+    if not doc["claims"] and advertised is None:
         raise Http404("no such device")
     hidden = [x for x in doc["claims"] if not scope.sees(x["namespace"])]
     doc["claims"] = [x for x in doc["claims"] if scope.sees(x["namespace"])]
     doc["preparation_failures"] = [f for f in doc["preparation_failures"] if scope.sees(f["namespace"])]
-    shared = shared_device_usage(inventory, device_id) if inventory is not None else None
+    # The shares of a device with allowMultipleAllocations are weighed by the ledger of every live claim.
+    shared = None
+    if advertised is not None and advertised.shareable:
+        shared = shared_device_usage(Inventory.of(history.state), device_id)
     if shared is not None:
         shared["shares"] = visible_holders(scope, shared["shares"])
-    counter_sets = [
-        {**u, "holders": visible_holders(scope, u["holders"])}
-        for u in (counter_sets_of(inventory, device_id) if inventory is not None else ())
-    ]
-    advertised = _advertised(history, inventory, device_id)
-    blocked = counter_blocked(inventory, [advertised]).get(device_id) if inventory and advertised else None
     flags = flags_for(history, scope, [str(x["uid"]) for x in doc["claims"] if not x.get("until")])
+    blocked = now.blocked
     context = {
         "cluster": c,
         "doc": doc,
@@ -303,31 +256,13 @@ def device(request: HttpRequest, cluster: str, driver: str, pool: str, name: str
         "sees_all": scope.admin,
         "hidden_claims": len(hidden),
         "shared": shared,
-        "counter_sets": counter_sets,
+        "counter_sets": [{**u, "holders": visible_holders(scope, u["holders"])} for u in now.counter_sets],
         "blocked": {**blocked, "holders": visible_holders(scope, blocked["holders"])} if blocked else None,
-        "holder": _current_holder(inventory, device_id, scope) if inventory is not None else None,
-        "taints": taint_rows(advertised, history.state) if advertised is not None else [],
+        "holder": visible_holders(scope, [now.holder])[0] if now.holder is not None else None,
+        "taints": now.taints,
         "facts": _device_facts(advertised) if advertised is not None else None,
     }
     return render_page(request, "dashboard/device.html", context, "device")
-
-
-def _advertised(history: StoredHistory, inventory: Inventory | None, device_id: DeviceId) -> AdvertisedDevice | None:
-    if inventory is not None:
-        return inventory.by_id.get(device_id)
-    # slices and taint rules only
-    return next((d for d in advertised_devices(history.state) if d.id == device_id), None)
-
-
-
-def _current_holder(inventory: Inventory, device_id: DeviceId, scope: Scope) -> dict[str, Any] | None:
-    """Who holds the device now (as the inventory page says it), for the page's availability line."""
-    holder = inventory.holders.get(device_id)
-    if holder is None:
-        return None
-    namespace, name = meta(holder).get("namespace") or "", meta(holder).get("name") or ""
-    held = {"namespace": namespace, "claim": f"{namespace}/{name}", "claim_uid": uid_of(holder)}
-    return visible_holders(scope, [held])[0]
 
 
 ATTRIBUTE_TYPES = ("string", "int", "bool", "version")  # DeviceAttribute's fields, one set per attribute

@@ -18,7 +18,7 @@ from collector.models import Cluster, Snapshot
 # refactor of the domain leaves stored rows valid. tests/test_derivation_version.py keeps the two
 # together: it derives the demo story and the shared scenarios and compares a digest of every stored
 # row with the one recorded for this version.
-DOMAIN_VERSION = "2026-12-01.8-lf"
+DOMAIN_VERSION = "2026-12-01.8"
 
 
 class DerivedSnapshot(models.Model):
@@ -190,6 +190,76 @@ class ClassMatches(ClusterWideRow):
 
     def __str__(self) -> str:
         return f"class matches of {self.cluster_id} from {self.valid_from.isoformat()}"
+
+
+class InventoryUsage(ClusterWideRow):
+    """What the inventory page shows beside its device rows that no row can say: the counter sets in use
+    (``shared_usage.counter_set_usage``) and the devices their consumed counters block
+    (``shared_usage.counter_blocked``), as of a span of snapshots.
+
+    Derived again after a snapshot that changed the inventory or what holds it (the DeviceCounts
+    condition), and a new row only when the document differs. Without a device drawing on a counter
+    set the document is empty and nothing is computed.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="inventory_usage")
+    document = models.TextField(
+        help_text='JSON: {"counter_sets": [...], "blocked": [{"device", "node", "entry"}, ...]}.'
+    )
+    content_hash = models.CharField(max_length=32)
+
+    def __str__(self) -> str:
+        return f"inventory usage of {self.cluster_id} from {self.valid_from.isoformat()}"
+
+
+class InventoryDevice(models.Model):
+    """One advertised device (``devices.advertised_devices``) as of a span of snapshots: what the
+    inventory page lists of it, and the device itself as its slice lists it.
+
+    Written only after a snapshot that changed the inventory (slices, taint rules, nodes, classes),
+    and a new row only for a device whose row differs; a device no longer advertised has its row
+    closed. Who holds it is not stored: read as of the asked time from ``AllocationSpan``.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="inventory_devices")
+    driver = models.CharField(max_length=253)
+    pool = models.CharField(max_length=253)
+    device = models.CharField(max_length=253)
+    node = models.CharField(max_length=253, help_text="The node it is on, or where else it is reachable from.")
+    product = models.TextField(blank=True, help_text="JSON: the productName attribute's value (null when none).")
+    # NULL when the slice says none, as the page tells "" from nothing.
+    memory = models.TextField(null=True, blank=True)  # noqa: DJ001
+    uuid = models.TextField(null=True, blank=True)  # noqa: DJ001
+    taints = models.TextField(blank=True, help_text="JSON: devices.taint_rows, empty when untainted.")
+    # The first counter set it draws on (""): the physical GPU it is part of (equivalents.physical_devices).
+    counter_set = models.CharField(max_length=253, blank=True)
+    document = models.TextField(help_text="JSON: the AdvertisedDevice (its slice entry, reach, slice, pool).")
+    content_hash = models.CharField(max_length=32)
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "driver", "pool", "device", "valid_from"], name="inventorydevice_identity_time"
+            ),
+        ]
+        indexes = [
+            # The newest snapshot's inventory (the usual read) in the page's order, per node too, and
+            # the writer's heads.
+            models.Index(
+                fields=["cluster", "node", "pool", "device"],
+                name="inventorydevice_open",
+                condition=Q(valid_to__isnull=True),
+            ),
+            # The inventory as of an earlier snapshot: rows valid_from <= T < valid_to.
+            models.Index(fields=["cluster", "valid_to", "valid_from"], name="inventorydevice_asof"),
+            # One node's devices as of an earlier snapshot.
+            models.Index(fields=["cluster", "node", "valid_from"], name="inventorydevice_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device} of {self.cluster_id} from {self.valid_from.isoformat()}"
 
 
 class LeakCandidates(ClusterWideRow):
@@ -507,6 +577,8 @@ VERSIONED: tuple[
     | type[AuditReport]
     | type[DeviceCounts]
     | type[ClassMatches]
+    | type[InventoryUsage]
+    | type[InventoryDevice]
     | type[LeakCandidates]
     | type[LeakFlag]
     | type[ClaimListing]
@@ -517,6 +589,8 @@ VERSIONED: tuple[
     AuditReport,
     DeviceCounts,
     ClassMatches,
+    InventoryUsage,
+    InventoryDevice,
     LeakCandidates,
     LeakFlag,
     ClaimListing,

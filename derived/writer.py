@@ -44,6 +44,7 @@ from derived.device_rows import AdminAccessRows, forget_device_rows_from
 from derived.documents import Packer
 from derived.event_lookups import forget_event_subjects_from, write_event_subjects
 from derived.holds import SpanHolds
+from derived.inventory_rows import ROW_KINDS, inventory_usage, write_inventory_devices
 from derived.leak_flags import write_leak_flags
 from derived.listings import write_claim_listings
 from derived.models import (
@@ -53,6 +54,7 @@ from derived.models import (
     ClassMatches,
     DerivedSnapshot,
     DeviceCounts,
+    InventoryUsage,
     LeakCandidates,
     MetricsText,
     PodExplanation,
@@ -146,6 +148,9 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
                 written += _write_audit(snapshot, history)
             if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
                 written += _write_device_counts(snapshot, history)
+                written += _write_inventory_usage(snapshot, history)
+            if full or changed_kinds & ROW_KINDS:
+                written += write_inventory_devices(snapshot, Inventory.of(history.state))
             if full or changed_inventory:
                 written += _write_class_matches(snapshot, history)
             written += _write_leak_candidates(snapshot, history, full)
@@ -380,7 +385,7 @@ def _judging(
 
 
 # The cluster-wide documents kept one row per span of snapshots: the head is open (valid_to NULL).
-_DocumentRow = type[AuditReport] | type[DeviceCounts] | type[ClassMatches]
+_DocumentRow = type[AuditReport] | type[DeviceCounts] | type[ClassMatches] | type[InventoryUsage]
 _ClusterRow = _DocumentRow | type[LeakCandidates]
 
 
@@ -421,6 +426,11 @@ def _write_audit(snapshot: Snapshot, history: SnapshotHistory) -> int:
 def _write_device_counts(snapshot: Snapshot, history: SnapshotHistory) -> int:
     """The overview's device counts as of the snapshot, when they differ from before; rows written."""
     return _write_document(DeviceCounts, snapshot, "document", devices_by_model(Inventory.of(history.state)))
+
+
+def _write_inventory_usage(snapshot: Snapshot, history: SnapshotHistory) -> int:
+    """The counter sets in use and the devices they block as of the snapshot, when they differ; rows written."""
+    return _write_document(InventoryUsage, snapshot, "document", inventory_usage(Inventory.of(history.state)))
 
 
 def _write_class_matches(snapshot: Snapshot, history: SnapshotHistory) -> int:

@@ -13,7 +13,14 @@ from collector.history_reader import StoredHistory
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import rows_from, stored_rows
 from derived.documents import Packer, unpack
-from derived.models import ClassMatches, PodExplanation
+from derived.inventory_listing import (
+    InventoryListing,
+    device_now_from_rows,
+    holder_of,
+    listing_from_rows,
+    listing_on_read,
+)
+from derived.models import ClassMatches, InventoryDevice, InventoryUsage, PodExplanation
 from derived.reading import (
     audit_read,
     claims_read,
@@ -34,6 +41,8 @@ from domain.cluster.claim_summaries import claim_summaries
 from domain.cluster.state import deleted_of
 from domain.cluster.timefmt import parse_time
 from domain.inventory.device_history import DeviceIndex, device_history
+from domain.inventory.devices import Inventory, taint_rows
+from domain.inventory.shared_usage import counter_blocked, counter_sets_of
 from domain.reports.audit import audit
 from domain.reports.capacity import weekly_review
 from domain.reports.leaks import Thresholds, find_leaks
@@ -83,10 +92,13 @@ def assert_layer_matches_derivation(cluster_name: str, metrics: bool = True, sin
             # Each claim's boundary rows: its states in every document that judged it.
             assert stored_rows(cluster, claim_uid, at) == rows_from(judged, claim_uid), (at, claim_uid)
         _assert_device_histories_match(cluster, at)
+        _assert_inventory_listings_match(cluster, at)
         for kind in ("ResourceSlice", "ResourceClaim", "Pod"):  # what the audit reads of deleted slices
             assert history.deleted(kind) == deleted_of(history.all_versions(kind)), (at, kind)
         for redactor in _redactors(history):  # the overview and the claims list, as an admin and as a team member
-            state_claims = [s for s in claim_summaries(StoredHistory(cluster, at).state) if redactor.scope.sees(s.namespace)]
+            state_claims = [
+                s for s in claim_summaries(StoredHistory(cluster, at).state) if redactor.scope.sees(s.namespace)
+            ]
             assert claims_read(history, redactor.scope) == state_claims, at
             on_read = overview(StoredHistory(cluster, at), redactor, leak_thresholds())
             assert _json(overview_read(StoredHistory(cluster, at), redactor, leak_thresholds())) == _json(on_read), at
@@ -120,6 +132,38 @@ def _assert_device_histories_match(cluster: Cluster, at: datetime) -> None:
     for device in devices:
         layer = device_history_read(StoredHistory(cluster, at), device)
         assert _json(layer) == _json(device_history(on_read, device, index)), (at, device)
+
+
+def _listing(listing: InventoryListing) -> Any:
+    page = listing.page
+    shown = (page.number, page.paginator.num_pages, page.paginator.count, list(page.object_list))
+    counts = (listing.total, listing.held, listing.blocked, listing.gpus)
+    return _json((shown, counts, listing.partitioned, listing.counter_sets))
+
+
+def _assert_inventory_listings_match(cluster: Cluster, at: datetime) -> None:
+    """The inventory page's content read from the device rows and spans equals what ``Inventory.of``
+    gives: every device, each node's, and a later page of a few."""
+    usage = valid_rows(StoredHistory(cluster, at), InventoryUsage).values_list("document", flat=True).first()
+    assert usage is not None, at
+    nodes = set(valid_rows(StoredHistory(cluster, at), InventoryDevice).values_list("node", flat=True))
+    for node in ["", *sorted(nodes)]:
+        for number, per_page in ((1, 100_000), (2, 3)):
+            rows = listing_from_rows(StoredHistory(cluster, at), node, number, per_page, orjson.loads(usage))
+            on_read = listing_on_read(StoredHistory(cluster, at), node, number, per_page)
+            assert _listing(rows) == _listing(on_read), (at, node, number)
+    # The device page's present: each device's row, holder and counter sets, and a device advertised by no row.
+    inventory = Inventory.of(StoredHistory(cluster, at).state)
+    for device_id in [*inventory.by_id, ("gpu.example.com", "no-pool", "never-held")]:
+        now = device_now_from_rows(StoredHistory(cluster, at), device_id, orjson.loads(usage))
+        advertised = inventory.by_id.get(device_id)
+        holder = inventory.holders.get(device_id)
+        assert now.advertised == advertised, (at, device_id)
+        assert now.taints == (taint_rows(advertised, inventory.state) if advertised and advertised.taints else [])
+        assert now.holder == (holder_of(holder) if holder is not None else None), (at, device_id)
+        assert now.counter_sets == _json(counter_sets_of(inventory, device_id)), (at, device_id)
+        blocked = counter_blocked(inventory, [advertised]).get(device_id) if advertised else None
+        assert now.blocked == _json(blocked), (at, device_id)
 
 
 def _redactors(history: StoredHistory) -> list[Redactor]:
@@ -174,4 +218,6 @@ def edit_stored_document(row: PodExplanation, edit: Callable[[dict[str, Any]], N
     doc = unpack(row.content, row.dictionary_id)
     edit(doc)
     packer = Packer(row.cluster_id, row.valid_from, [])
-    PodExplanation.objects.filter(pk=row.pk).update(content=packer.pack(orjson.dumps(doc)), dictionary=packer.dictionary)
+    PodExplanation.objects.filter(pk=row.pk).update(
+        content=packer.pack(orjson.dumps(doc)), dictionary=packer.dictionary
+    )

@@ -1,0 +1,178 @@
+"""Writing the inventory as rows: each advertised device as an ``InventoryDevice`` row valid over a
+span of snapshots, and what no row can say (counter sets in use, devices their counters block) as one
+``InventoryUsage`` document.
+
+The rows change only with slices and taint rules, so a snapshot that changed neither writes none; one
+that did compares each device's row with its open one by hash and writes only the devices that
+differ. Who holds a device is not written here: ``AllocationSpan`` says it as of any time, so a
+churn of claims rewrites no device row (the usage document, small, follows the holders).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from collector.models import Snapshot
+from derived.models import InventoryDevice
+from domain.cluster.state import ClusterState
+from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory, Reach, taint_rows, typed_value
+from domain.inventory.equivalents import physical_devices
+from domain.inventory.shared_usage import counter_blocked, counter_set_usage
+from domain.inventory.sharing import device_counters
+
+BATCH = 2000
+# The kinds whose change can alter a device's row (its slice, or a rule's taint and condition).
+ROW_KINDS = frozenset({"ResourceSlice", "DeviceTaintRule"})
+# The inventory page's order (Python's, by code point), which the rows' ordering index follows.
+ORDER = ("node", "pool", "device", "driver")
+
+
+def node_of(device: AdvertisedDevice) -> str:
+    """Where the inventory page lists the device: its node, or where else it is reachable from."""
+    return device.node_name or device.reach.describe()
+
+
+def first_counter_set(device: AdvertisedDevice) -> str:
+    """The counter set that names the physical device it is part of (``equivalents.physical_devices``)."""
+    if not device.entry.get("consumesCounters"):
+        return ""
+    sets = sorted(device_counters(device))
+    return sets[0][2] if sets else ""
+
+
+def device_document(device: AdvertisedDevice) -> dict[str, Any]:
+    """The device as ``advertised_device`` reads it back."""
+    reach = device.reach
+    return {
+        "entry": device.entry,
+        "reach": {"node_name": reach.node_name, "node_selector": reach.node_selector, "all_nodes": reach.all_nodes},
+        "slice_name": device.slice_name,
+        "slice_uid": device.slice_uid,
+        "slice_created": device.slice_created,
+        "generation": device.generation,
+        "pool_complete": device.pool_complete,
+        "extra_taints": list(device.extra_taints),
+        "pool_problem": device.pool_problem,
+        "slice_index": device.slice_index,
+    }
+
+
+def advertised_device(driver: str, pool: str, name: str, document: Mapping[str, Any]) -> AdvertisedDevice:
+    """The ``AdvertisedDevice`` a row's document stores."""
+    reach = document["reach"]
+    return AdvertisedDevice(
+        driver=driver,
+        pool=pool,
+        name=name,
+        entry=document["entry"],
+        reach=Reach(reach["node_name"], reach["node_selector"], bool(reach["all_nodes"])),
+        slice_name=document["slice_name"],
+        slice_uid=document["slice_uid"],
+        slice_created=document["slice_created"],
+        generation=int(document["generation"]),
+        pool_complete=bool(document["pool_complete"]),
+        extra_taints=tuple(document["extra_taints"]),
+        pool_problem=document["pool_problem"],
+        slice_index=int(document["slice_index"]),
+    )
+
+
+def _fields(device: AdvertisedDevice, state: ClusterState) -> dict[str, Any]:
+    return {
+        "node": node_of(device),
+        "product": orjson.dumps(typed_value(device.attributes.get("productName"))).decode(),
+        "memory": device.capacity_value("memory"),
+        "uuid": device.uuid,
+        "taints": orjson.dumps(taint_rows(device, state)).decode() if device.taints else "",
+        "counter_set": first_counter_set(device),
+        "document": orjson.dumps(device_document(device)).decode(),
+    }
+
+
+def _digest(fields: Mapping[str, Any]) -> str:
+    return hashlib.blake2b(orjson.dumps(fields), digest_size=16).hexdigest()
+
+
+def write_inventory_devices(snapshot: Snapshot, inventory: Inventory) -> int:
+    """Bring the open device rows in line with ``inventory`` (as of ``snapshot``); rows written.
+
+    Rows this snapshot wrote before (another version's derivation) are dropped first, and those it
+    closed opened again: then the comparison is with the rows before it.
+    """
+    cluster_id, at = snapshot.cluster_id, snapshot.at
+    rows = InventoryDevice.objects.filter(cluster_id=cluster_id)
+    rows.filter(valid_from__gte=at).delete()
+    rows.filter(valid_to__gte=at).update(valid_to=None)
+    heads: dict[DeviceId, tuple[int, str]] = {}
+    for pk, driver, pool, name, digest in (
+        rows.filter(valid_to__isnull=True).values_list("pk", "driver", "pool", "device", "content_hash").iterator(BATCH)
+    ):
+        heads[(driver, pool, name)] = (pk, digest)
+    new: list[InventoryDevice] = []
+    closed: list[int] = []
+    for device in inventory.devices:
+        fields = _fields(device, inventory.state)
+        digest = _digest(fields)
+        head = heads.pop(device.id, None)
+        if head is not None and head[1] == digest:
+            continue
+        if head is not None:
+            closed.append(head[0])
+        new.append(
+            InventoryDevice(
+                cluster_id=cluster_id,
+                driver=device.driver,
+                pool=device.pool,
+                device=device.name,
+                content_hash=digest,
+                valid_from=at,
+                **fields,
+            )
+        )
+    closed.extend(pk for pk, _digest_ in heads.values())  # no longer advertised
+    for i in range(0, len(closed), BATCH):
+        InventoryDevice.objects.filter(pk__in=closed[i : i + BATCH]).update(valid_to=at)
+    InventoryDevice.objects.bulk_create(new, batch_size=BATCH)
+    return len(new) + len(closed)
+
+
+def page_order(device: AdvertisedDevice) -> tuple[str, str, str]:
+    """Where the inventory page lists a device (after its driver: devices come sorted by driver first)."""
+    return (node_of(device), device.pool, device.name)
+
+
+def inventory_totals(devices: list[AdvertisedDevice], holders: Mapping[DeviceId, Any]) -> dict[str, Any]:
+    """The counts above the inventory page of ``devices`` (in the page's order): devices, those held,
+    physical GPUs, and the GPUs advertised as several devices (node, devices)."""
+    # A partitionable GPU is advertised as its whole device and each partition: one physical GPU.
+    units = physical_devices(devices)
+    return {
+        "total": len(devices),
+        "held": sum(1 for d in devices if d.id in holders),
+        "gpus": len(units),
+        "partitioned": [
+            {"node": node_of(u.devices[0]), "devices": [d.name for d in u.devices]} for u in units if len(u.devices) > 1
+        ],
+    }
+
+
+def inventory_usage(inventory: Inventory) -> dict[str, Any]:
+    """The page's counts (``inventory_totals``), the counter sets in use and the devices their consumed
+    counters block (each with its node, for the page's node filter); no counter sets without a device
+    drawing on one."""
+    totals = inventory_totals(sorted(inventory.devices, key=page_order), inventory.holders)
+    if not any(d.entry.get("consumesCounters") for d in inventory.devices):
+        return {"totals": totals, "counter_sets": [], "blocked": []}
+    blocked = counter_blocked(inventory)
+    return {
+        "totals": totals,
+        "counter_sets": counter_set_usage(inventory),
+        "blocked": [
+            {"device": list(device_id), "node": node_of(inventory.by_id[device_id]), "entry": entry}
+            for device_id, entry in sorted(blocked.items())
+        ],
+    }

@@ -1,0 +1,119 @@
+"""The inventory page read from the derived layer's device rows (``InventoryDevice``) and allocation spans:
+as of two times around a slice change, a device held then released, a partitioned GPU, a team member's
+view; no ``Inventory.of`` on read, and the rows written only when slices or taint rules change."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from demo import builders as b
+from derived.models import InventoryDevice
+from domain.inventory import devices as inventory_module
+from tests.snapshot_cli import AT, import_objects
+from tests.users import admin_and_alice
+
+pytestmark = pytest.mark.django_db
+
+M = timedelta(minutes=1)
+CREATED = AT - timedelta(days=30)
+NODE = "worker-0"
+NS = "ml-training"
+OTHER = "research"
+
+
+def _refuse(cls: Any, state: Any) -> Any:
+    raise AssertionError("Inventory.of on read")
+
+
+def cluster(gpus: int, *claims: dict[str, Any], model: dict[str, Any] = b.H100_80GB) -> list[dict[str, Any]]:
+    return [
+        b.namespace(NS, created=CREATED),
+        b.namespace(OTHER, created=CREATED),
+        b.node(NODE, CREATED),
+        b.resource_slice(NODE, b.gpu_devices(NODE, gpus, model), created=CREATED),
+        *claims,
+    ]
+
+
+def held(namespace: str, name: str, device: str, at: Any = CREATED) -> dict[str, Any]:
+    return b.claim(namespace, name, [b.request()], CREATED, allocated=[("gpu", NODE, device)], allocated_at=at)
+
+
+def page(client: Client, **params: str) -> str:
+    """The inventory page, which may not build the state's inventory (the derivation did): it reads rows."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(inventory_module.Inventory, "of", classmethod(_refuse))
+        response = client.get("/c/demo/inventory/", params)
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def counts(body: str) -> str:
+    start = body.index('data-testid="inventory-counts"')
+    return " ".join(body[start : body.index("</p>", start)].split())
+
+
+def test_the_inventory_as_of_two_times_around_a_slice_change(tmp_path: Path, admin_client: Client) -> None:
+    import_objects(tmp_path, cluster(2), AT)
+    import_objects(tmp_path, cluster(3, model=b.A100_40GB), AT + 5 * M)
+    before = page(admin_client, as_of=AT.isoformat())
+    after = page(admin_client)
+    assert "2 devices advertised: 0 held, 2 free." in counts(before) and "gpu-2" not in before
+    assert "3 devices advertised: 0 held, 3 free." in counts(after) and "gpu-2" in after
+    assert "NVIDIA H100 80GB HBM3" in before and "NVIDIA H100 80GB HBM3" not in after
+    # Every device's row changed (its model): the first rows end where the second begin.
+    rows = InventoryDevice.objects.order_by("valid_from", "device")
+    assert [(r.device, r.valid_from, r.valid_to) for r in rows] == [
+        ("gpu-0", AT, AT + 5 * M),
+        ("gpu-1", AT, AT + 5 * M),
+        ("gpu-0", AT + 5 * M, None),
+        ("gpu-1", AT + 5 * M, None),
+        ("gpu-2", AT + 5 * M, None),
+    ]
+
+
+def test_a_snapshot_changing_claims_only_writes_no_device_row(tmp_path: Path) -> None:
+    import_objects(tmp_path, cluster(2), AT)
+    import_objects(tmp_path, cluster(2, held(NS, "train", "gpu-0")), AT + M)
+    assert InventoryDevice.objects.count() == 2
+    assert not InventoryDevice.objects.filter(valid_to__isnull=False).exists()
+
+
+def test_a_device_held_then_released(tmp_path: Path, admin_client: Client) -> None:
+    import_objects(tmp_path, cluster(2), AT)
+    import_objects(tmp_path, cluster(2, held(NS, "train", "gpu-1", AT + M)), AT + 2 * M)
+    import_objects(tmp_path, cluster(2, b.claim(NS, "train", [b.request()], CREATED)), AT + 4 * M)  # deallocated
+    free = page(admin_client, as_of=AT.isoformat())
+    holding = page(admin_client, as_of=(AT + 3 * M).isoformat())
+    released = page(admin_client)
+    assert "0 held, 2 free." in counts(free) and f"{NS}/train" not in free
+    assert "1 held, 1 free." in counts(holding) and f"{NS}/train" in holding
+    assert f"<td>{b.ts(AT + M)}</td>" in holding  # since: the allocation's own time, not the snapshot's
+    assert "0 held, 2 free." in counts(released) and f"{NS}/train" not in released
+
+
+def test_a_team_member_sees_its_holders_and_not_another_teams(tmp_path: Path) -> None:
+    import_objects(tmp_path, cluster(2, held(NS, "mine", "gpu-0"), held(OTHER, "theirs", "gpu-1")), AT)
+    clients = admin_and_alice()
+    admin, alice = page(clients["admin"]), page(clients["alice"])
+    assert f"{NS}/mine" in admin and f"{OTHER}/theirs" in admin
+    assert f"{NS}/mine" in alice and "theirs" not in alice and OTHER not in alice
+    assert "2 held, 0 free." in counts(alice)  # what is held stays counted, whose it is does not
+
+
+def test_a_partitioned_gpu_is_counted_once(demo_history: Any, admin_client: Client) -> None:
+    """The demo's worker-h100-mig-0 advertises its whole GPU and its partitions, drawing on one counter set."""
+    body = page(admin_client)
+    assert 'data-testid="devices-vs-gpus"' in body
+    partitioned = body[body.index('data-testid="devices-vs-gpus"') :]
+    assert "worker-h100-mig-0: gpu-0, gpu-0-mig-" in partitioned
+    stored = InventoryDevice.objects.filter(valid_to__isnull=True)
+    units = {(r.driver, r.pool, r.counter_set) for r in stored.exclude(counter_set="")}
+    whole = stored.filter(counter_set="").count()
+    assert f"these {stored.count()} devices are {whole + len(units)} physical GPUs" in " ".join(partitioned.split())
+    assert 'data-testid="counter-set"' in body  # the partition's claim draws on the set
