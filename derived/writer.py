@@ -54,6 +54,7 @@ from derived.models import (
     DeviceCounts,
     LeakCandidates,
     MetricsText,
+    OverviewDocument,
     PodExplanation,
     ReviewDocument,
 )
@@ -522,6 +523,7 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
         forget_event_subjects_from(cluster.pk, at)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
+        OverviewDocument.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
         ReviewDocument.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
 
 
