@@ -5,7 +5,7 @@
     .venv/bin/python bench/derived_cost.py --nodes 5000 --hours 1 --write-only   # the write side alone
     .venv/bin/python bench/derived_cost.py --history claimline_bench_week5k --cluster n5000 --repeat 3
 
-Per size, in its own database (``claimline_bench_derived_<N>``, recreated): ``--hours`` hourly
+Per size, in its own database (``claimline_bench_derived_<N>``, or ``--database``, recreated): ``--hours`` hourly
 generations of the synthetic cluster with 1% churn, written as ``bench/week_history.py`` writes
 them (the collector's normalizer and ``write_snapshot``), without deriving. Then, cold (the
 per-process history cache emptied before every request, as after each new 30 s snapshot):
@@ -15,8 +15,8 @@ per-process history cache emptied before every request, as after each new 30 s s
 - ``rebuild-derived`` over the history (its first snapshot derives every live Pod);
 - after: the same requests, now read from the layer;
 - the write side: ``derive_snapshot`` of one more unchanged snapshot, and of one more generation
-  (1% churn, with its queries and the objects it decoded by kind); then rendering /metrics and the
-  week's review for it (each a Celery task of its own after a collection);
+  (1% churn, with its queries and the objects it decoded by kind); then rendering /metrics, the
+  week's review and the overview for it (each a Celery task of its own after a collection);
 - a week later: the same cluster once more (the next week's first snapshot), derived, then the
   finished week's review rendered as of it (once a week, by the same task), and that week's review
   page, cold, which now loads it (``derived.past_reviews``).
@@ -204,7 +204,19 @@ def run(nodes: int, hours: int, repeat: int, write_only: bool = False) -> None:
     start = time.perf_counter()
     render_latest_review(snap, force=True)
     emit(nodes=nodes, step="render the week's review (its own task)", seconds=round(time.perf_counter() - start, 3))
+    render_overview(nodes, snap)
     finished_week(client, cluster, churned, nodes, repeat, write_only)
+
+
+def render_overview(nodes: int, snapshot: Any) -> None:
+    """The overview rendered for the churned snapshot (its own task), where the tree has it."""
+    try:
+        from derived.overviews import render_latest_overview
+    except ImportError:  # a tree from before the overview was rendered
+        return
+    start = time.perf_counter()
+    render_latest_overview(snapshot, force=True)
+    emit(nodes=nodes, step="render the overview (its own task)", seconds=round(time.perf_counter() - start, 3))
 
 
 def finished_week(client: Any, cluster: Any, stored: list[Any], nodes: int, repeat: int, write_only: bool) -> None:
@@ -274,6 +286,7 @@ def main() -> None:
     parser.add_argument("--write-only", action="store_true", help="only the write side: no page timings")
     parser.add_argument("--history", help="a database holding a derived history (nothing is built)")
     parser.add_argument("--cluster", default="n5000", help="with --history: the cluster to derive again")
+    parser.add_argument("--database", help="the database to build in (default claimline_bench_derived_<N>)")
     args = parser.parse_args()
     if args.history:
         from bench._common import open_database
@@ -284,7 +297,7 @@ def main() -> None:
         return
     os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     os.environ["CLAIMLINE_CLUSTERS"] = "bench=in-cluster"
-    url = recreate_database(f"claimline_bench_derived_{args.nodes}")
+    url = recreate_database(args.database or f"claimline_bench_derived_{args.nodes}")
     setup_django(url)
     logging.getLogger("claimline").setLevel(logging.WARNING)
     run(args.nodes, args.hours, args.repeat, args.write_only)

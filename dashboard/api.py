@@ -19,13 +19,13 @@ from collector.history_reader import StoredHistory, collection_health
 from collector.models import Snapshot
 from collector.recent_history import ReadError, open_history
 from collector.snapshot_runs import snapshots_document
+from dashboard.claim_entries import claim_entries, every_claim_entry
 from dashboard.continue_token import Continuation
 from dashboard.selector_limits import match_devices_typed
 from derived.reading import claim_key, claims_after, claims_read, explain_read, metrics_read
 from derived.reports import audit_read, leaks_read
 from derived.thresholds import leak_thresholds
 from domain.allocator.cel import SelectorCompileError, SelectorLimitExceeded
-from domain.cluster.claim_summaries import ClaimSummary
 from domain.cluster.timefmt import rfc3339
 from domain.reports.metrics import Served
 from domain.verdicts.explain import PodNotFound
@@ -95,14 +95,14 @@ def api_claims(request: HttpRequest) -> HttpResponse:
         return _error(410, "the snapshot this list was read as of is no longer stored: list again")
     scope = scope_for(request.user, history.cluster)
     if limit is None:
-        claims = _claim_entries(history, claims_read(history, scope))
+        claims = every_claim_entry(history, scope, lambda: claims_read(history, scope))
         return JsonResponse({"as_of": rfc3339(history.as_of), "claims": claims})
     page = claims_after(history, scope, continuation.after if continuation else None, limit + 1)
     more = len(page) > limit
     del page[limit:]
     following = Continuation(history.cluster.name, history.as_of, claim_key(page[-1])).encode() if more else ""
     return JsonResponse(
-        {"as_of": rfc3339(history.as_of), "claims": _claim_entries(history, page), "continue": following}
+        {"as_of": rfc3339(history.as_of), "claims": claim_entries(history, page), "continue": following}
     )
 
 
@@ -112,22 +112,6 @@ def _limit(value: str | None) -> int | None:
     if not value.isascii() or not value.isdigit() or int(value) < 1:
         raise ValueError(f"limit is a whole number from 1, not {value!r}")
     return min(int(value), CLAIMS_MAX_LIMIT)
-
-
-def _claim_entries(history: StoredHistory, summaries: list[ClaimSummary]) -> list[dict[str, Any]]:
-    return [
-        {
-            "uid": s.uid,
-            "namespace": s.namespace,
-            "name": s.name,
-            "state": s.state,
-            "devices": list(s.devices),
-            "node": s.node,
-            "created": rfc3339(s.created),
-            "url": reverse("claim", args=[history.cluster.name, s.uid]),
-        }
-        for s in summaries
-    ]
 
 
 @with_history

@@ -12,13 +12,14 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from access.scope import is_platform_admin, redactor_of
+from access.scope import is_platform_admin, redactor_of, scope_for
 from collector.history_reader import collection_health
 from collector.models import Cluster
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
 from dashboard.clusters import cluster_or_404
 from dashboard.views import render_page
+from derived.overviews import stored_overview
 from derived.reading import overview_read
 from derived.thresholds import leak_thresholds
 from domain.cluster.timefmt import parse_time
@@ -42,11 +43,16 @@ def collection_status(cluster: Cluster | None, usable_at: datetime | None) -> di
 
 def _overview_of(cluster: Cluster, user: AbstractBaseUser | AnonymousUser, as_of: str | None) -> dict[str, Any]:
     history = open_history(cluster, as_of)
-    redactor = redactor_of(user, history)
+    scope = scope_for(user, cluster)
     thresholds = leak_thresholds()
+
+    def read() -> dict[str, Any]:
+        # Rendered after the snapshot's derivation (a row or a few), else computed from the layer.
+        stored = stored_overview(history, scope, thresholds)
+        return stored if stored is not None else overview_read(history, redactor_of(user, history), thresholds)
+
     # One overview per snapshot and scope while the snapshot is loaded.
-    key = ("overview", redactor.scope, thresholds)
-    return history.derived(key, lambda: overview_read(history, redactor, thresholds))
+    return history.derived(("overview", scope, thresholds), read)
 
 
 def _as_of(doc: dict[str, Any] | None) -> datetime | None:

@@ -596,3 +596,46 @@ VERSIONED: tuple[
     ClaimListing,
     ClaimJudgement,
 )
+
+
+class OverviewDocument(models.Model):
+    """The overview (``overview.overview``) of a cluster's latest derived snapshot as a platform admin
+    sees it, rendered after the derivation as /metrics is, with what a team member's view needs
+    besides (``derived.overviews``): the namespaces in use, which its redaction hides, and the audit's
+    warnings counted by subject namespace; the flagged claims are kept per namespace
+    (``OverviewNamespace``), so a team member's overview reads its own namespaces' rows. The waiting
+    Pods are not kept: they are read from their own rows (``PodExplanation``), a query of the
+    namespaces asked.
+
+    Only the latest is kept, like /metrics: it stands only for the snapshot it was rendered for (its
+    flagged hours and chart move with time), and an older snapshot's overview is computed on read.
+    """
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True, related_name="overview")
+    snapshot = models.ForeignKey(Snapshot, on_delete=models.CASCADE, related_name="+")
+    thresholds = models.TextField(help_text="JSON: the leak thresholds it was rendered with.")
+    version = models.CharField(max_length=16, help_text="DOMAIN_VERSION of the code that rendered it.")
+    document = models.TextField(help_text="JSON: the overview as a platform admin sees it.")
+    namespaces = models.TextField(help_text="JSON: the namespaces in use as of the snapshot (namespaces_in_use).")
+    warnings = models.TextField(help_text="JSON: [[subject namespace, kind, count], …] of the audit's warnings.")
+
+    def __str__(self) -> str:
+        return f"overview of {self.cluster_id} as of snapshot {self.snapshot_id}"
+
+
+class OverviewNamespace(models.Model):
+    """One namespace's part of the cluster's ``OverviewDocument``: its flagged claims (the leak report's
+    entries, with their place in the report)."""
+
+    overview = models.ForeignKey(OverviewDocument, on_delete=models.CASCADE, related_name="parts")
+    namespace = models.CharField(max_length=253)
+    flagged = models.TextField(help_text="JSON: [[place in the report, entry], …].")
+
+    class Meta:
+        constraints = [
+            # Also a team member's lookup: the cluster's parts of its namespaces.
+            models.UniqueConstraint(fields=["overview", "namespace"], name="overviewnamespace_identity"),
+        ]
+
+    def __str__(self) -> str:
+        return f"overview part of {self.namespace} in cluster {self.overview_id}"

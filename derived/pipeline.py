@@ -14,6 +14,7 @@ from collector import broker
 from collector.gcpause import release_snapshot
 from collector.models import Cluster, Snapshot
 from derived.models import DOMAIN_VERSION, DerivedSnapshot
+from derived.overviews import render_latest_overview
 from derived.past_reviews import render_reviews
 from derived.rendered import render_latest_metrics
 from derived.writer import USABLE, Derivation, derive_snapshot, forget_from
@@ -21,7 +22,7 @@ from derived.writer import USABLE, Derivation, derive_snapshot, forget_from
 log = logging.getLogger("claimline.derived")
 
 # The tasks rendering what readers load whole, queued after a derivation when Celery runs.
-RENDERINGS = ("derived.tasks.render_metrics", "derived.tasks.render_review")
+RENDERINGS = ("derived.tasks.render_metrics", "derived.tasks.render_review", "derived.tasks.render_overview")
 
 
 def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | None:
@@ -41,7 +42,9 @@ def derive_after_write(snapshot: Snapshot, inline: bool = True) -> Derivation | 
             # derive_cluster drains the backlog in order: the next collection's task derives this one too.
             log.warning(
                 "cannot queue the derivation of snapshot %s of cluster %s: %s; left for the next collection's",
-                snapshot.pk, snapshot.cluster.name, why,
+                snapshot.pk,
+                snapshot.cluster.name,
+                why,
             )
         return None
     try:
@@ -72,11 +75,12 @@ def _derive(snapshot: Snapshot) -> Derivation | None:
 
 
 def render_latest(snapshot: Snapshot, force: bool = False) -> None:
-    """Render /metrics and the current week's review for ``snapshot`` when it is the newest
-    derived one, and the final review of a week that ended before it; a rendering that fails is
-    logged (readers then render on read)."""
+    """Render /metrics, the current week's review and the overview for ``snapshot`` when it is the
+    newest derived one, and the final review of a week that ended before it; a rendering that fails
+    is logged (readers then render on read)."""
     rendered = False
-    for what, render in (("metrics", render_latest_metrics), ("review", render_reviews)):
+    renderings = (("metrics", render_latest_metrics), ("review", render_reviews), ("overview", render_latest_overview))
+    for what, render in renderings:
         try:
             rendered = render(snapshot, force) or rendered
         except Exception:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -74,6 +75,19 @@ def claim_listings(history: StoredHistory, scope: Scope) -> Any:
     if not scope.admin:
         rows = rows.filter(namespace__in=sorted(scope.namespaces))
     return rows.order_by(*(_by_code_point(f) for f in ("namespace", "name", "claim_uid")))
+
+
+# A listing's columns as ``/api/claims`` reads them: UID, namespace, name, state, devices (JSON), node, created.
+ClaimValues = tuple[str, str, str, str, str, str, datetime | None]
+
+
+def claim_listing_values(history: StoredHistory, scope: Scope) -> list[ClaimValues] | None:
+    """``claim_listings``' columns, fetched in one go (no model instance per claim); None when the
+    layer does not cover the snapshot."""
+    listed = claim_listings(history, scope)
+    if listed is None:
+        return None
+    return list(listed.values_list("claim_uid", "namespace", "name", "state", "devices", "node", "created"))
 
 
 def claims_read(history: StoredHistory, scope: Scope) -> list[ClaimSummary]:
@@ -155,12 +169,15 @@ def _by_code_point(field: str) -> Any:
     return Collate(F(field), "C") if connection.vendor == "postgresql" else F(field)
 
 
-def waiting_read(history: StoredHistory) -> list[WaitingPod] | None:
-    """Every waiting Pod (live, unfinished, not ``ok``) as stored for the asked snapshot, in namespace
-    and name order, as ``overview.group_waiting`` takes them; None when the layer does not cover it."""
+def waiting_read(history: StoredHistory, namespaces: Iterable[str] | None = None) -> list[WaitingPod] | None:
+    """Every waiting Pod (live, unfinished, not ``ok``) as stored for the asked snapshot (those of
+    ``namespaces`` when given), in namespace and name order, as ``overview.group_waiting`` takes them;
+    None when the layer does not cover it."""
     if not covers(history):
         return None
     rows = valid_rows(history, PodExplanation).filter(waiting=True)
+    if namespaces is not None:
+        rows = rows.filter(namespace__in=sorted(namespaces))
     rows = rows.values_list("namespace", "name", "pod_uid", "content", "dictionary_id")
     return sorted((ns, name, uid, unpack(content, d)["verdict"]) for ns, name, uid, content, d in rows)
 

@@ -1,4 +1,4 @@
-"""Celery tasks: derivation, /metrics and the reviews (the current week's, and a week that ended) after a
+"""Celery tasks: derivation, /metrics, the overview and the reviews (the current week's, and a week that ended) after a
 collection, apart from it (each may outlast one)."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from celery import shared_task
 from collector.gcpause import release_snapshot
 from collector.locks import redis_lock
 from collector.models import Snapshot
+from derived.overviews import render_latest_overview
 from derived.past_reviews import render_reviews
 from derived.pipeline import derive_backlog
 from derived.rendered import render_latest_metrics
@@ -37,6 +38,11 @@ def render_metrics(snapshot_id: int) -> str:
 @shared_task(name="derived.tasks.render_review", ignore_result=True)
 def render_review(snapshot_id: int) -> str:
     return _render(snapshot_id, render_reviews)
+
+
+@shared_task(name="derived.tasks.render_overview", ignore_result=True)
+def render_overview(snapshot_id: int) -> str:
+    return _render(snapshot_id, render_latest_overview)
 
 
 @shared_task(name="derived.tasks.derive_cluster", ignore_result=True)

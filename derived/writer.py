@@ -57,6 +57,7 @@ from derived.models import (
     InventoryUsage,
     LeakCandidates,
     MetricsText,
+    OverviewDocument,
     PodExplanation,
     ReviewDocument,
 )
@@ -535,6 +536,7 @@ def forget_from(cluster: Cluster, at: datetime) -> None:
         forget_event_subjects_from(cluster.pk, at)
         DerivedSnapshot.objects.filter(cluster=cluster, at__gte=at).delete()
         MetricsText.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
+        OverviewDocument.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
         ReviewDocument.objects.filter(cluster=cluster, snapshot__at__gte=at).delete()
 
 

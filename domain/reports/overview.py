@@ -40,9 +40,14 @@ def devices_by_model(inventory: Inventory) -> dict[str, Any]:
     partitions (or a shared device's shares) hold counts as the fraction they hold.
     """
     models = [
-        {"driver": row.driver, "model": row.model, "advertised": row.advertised,
-         "allocated": number(row.allocated), "free": number(row.advertised - row.allocated),
-         "gpu_equivalents": row.shared}
+        {
+            "driver": row.driver,
+            "model": row.model,
+            "advertised": row.advertised,
+            "allocated": number(row.allocated),
+            "free": number(row.advertised - row.allocated),
+            "gpu_equivalents": row.shared,
+        }
         for row in equivalents_by_model(inventory)
     ]
     return _with_totals(models)
@@ -98,9 +103,13 @@ def flagged_summary(leaks: dict[str, Any]) -> dict[str, Any]:
         mine = [c for c in claims if c["reason"] == reason]
         if mine:
             by_reason.append(
-                {"reason": reason, "claims": len(mine), "devices": sum(len(c["devices"]) for c in mine),
-                 "device_hours": _total(c["device_hours"] for c in mine),
-                 "leaked_device_hours": _total(c["leaked_device_hours"] for c in mine)}
+                {
+                    "reason": reason,
+                    "claims": len(mine),
+                    "devices": sum(len(c["devices"]) for c in mine),
+                    "device_hours": _total(c["device_hours"] for c in mine),
+                    "leaked_device_hours": _total(c["leaked_device_hours"] for c in mine),
+                }
             )
     return {
         "claims": len(claims),
@@ -113,8 +122,12 @@ def flagged_summary(leaks: dict[str, Any]) -> dict[str, Any]:
 
 
 def warnings_by_kind(audit_doc: dict[str, Any]) -> dict[str, Any]:
-    kinds = Counter(str(w["kind"]) for w in audit_doc["warnings"])
-    return {"total": sum(kinds.values()), "by_kind": [{"kind": k, "count": n} for k, n in sorted(kinds.items())]}
+    return warning_counts(Counter(str(w["kind"]) for w in audit_doc["warnings"]))
+
+
+def warning_counts(kinds: Counter[str]) -> dict[str, Any]:
+    """The overview's warnings: how many of each kind (already scoped), and in all."""
+    return {"total": sum(kinds.values()), "by_kind": [{"kind": k, "count": n} for k, n in sorted(kinds.items()) if n]}
 
 
 def _total(values: Iterable[float]) -> float:
