@@ -160,10 +160,12 @@ def playground(request: HttpRequest, cluster: str) -> HttpResponse:
     class_name = request.GET.get("class", "").strip() or None
     context: dict[str, Any] = {"cluster": c, "expression": expression, "class_name": class_name or ""}
     try:
-        history = open_history(c.name, None)
+        # The cluster as of the time picked (``?as_of=``), as every other page: its devices, classes and holders.
+        history = open_history(c, request.GET.get("as_of") or None)
     except ReadError as exc:
         context["error"] = str(exc)
         return render_page(request, "dashboard/playground.html", context, "results")
+    context["as_of"] = history.as_of
     context["classes"] = sorted(o["metadata"]["name"] for o in history.state.of_kind("DeviceClass"))
     if expression:
         try:
