@@ -18,7 +18,7 @@ from collector.history_reader import NoSnapshot, latest_snapshot
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
 from dashboard.clusters import cluster_or_404
-from dashboard.finding import FILTERS, PODS_PER_PAGE, filter_rows, pod_rows, search_hits
+from dashboard.finding import FILTERS, PODS_PER_PAGE, pods_listed, search_hits
 from dashboard.leak_flags import flags_for
 from dashboard.selector_limits import match_devices_typed
 from dashboard.time_travel import pod_steps, with_as_of
@@ -57,13 +57,13 @@ def pods(request: HttpRequest, cluster: str) -> HttpResponse:
         context["empty_reason"] = str(exc)
         return render_page(request, "dashboard/pods.html", context, "pods-table")
     asked = {key: request.GET.get(key, "") for key in FILTERS}
-    rows, choices = filter_rows(pod_rows(history, scope_for(request.user, c)), asked)
+    rows, choices = pods_listed(history, scope_for(request.user, c), asked)
     page = Paginator(rows, PODS_PER_PAGE).get_page(request.GET.get("page"))
     context.update(
         as_of=history.as_of,
         pods=page.object_list,
         page=page,
-        total=len(rows),
+        total=page.paginator.count,
         asked=asked,
         choices=choices,
         filters_query=urlencode({k: v for k, v in asked.items() if v}),
@@ -160,10 +160,12 @@ def playground(request: HttpRequest, cluster: str) -> HttpResponse:
     class_name = request.GET.get("class", "").strip() or None
     context: dict[str, Any] = {"cluster": c, "expression": expression, "class_name": class_name or ""}
     try:
-        history = open_history(c.name, None)
+        # The cluster as of the time picked (``?as_of=``), as every other page: its devices, classes and holders.
+        history = open_history(c, request.GET.get("as_of") or None)
     except ReadError as exc:
         context["error"] = str(exc)
         return render_page(request, "dashboard/playground.html", context, "results")
+    context["as_of"] = history.as_of
     context["classes"] = sorted(o["metadata"]["name"] for o in history.state.of_kind("DeviceClass"))
     if expression:
         try:

@@ -4,17 +4,17 @@ in ``diagnosis_views`` call these and render what they return."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import F, Q
 from django.urls import reverse
 from django.utils.http import urlencode
 
 from collector.history_reader import StoredHistory
 from collector.models import Cluster, ObjectVersion
-from derived.reading import waiting_verdicts
+from derived.reading import pod_listings, waiting_verdicts
 from domain.boundaries.judgement import is_terminal
 from domain.cluster.pod_claims import pods_with_claims
 from domain.cluster.state import meta, ns_name, uid_of
@@ -101,6 +101,28 @@ def _url_for(cluster: str, kind: str, namespace: str, name: str, uid: str) -> st
 # --- the Pods page ---------------------------------------------------------------------------------------
 
 FILTERS = ("namespace", "reason", "node", "phase")
+
+
+_COLUMNS = ("namespace", "name", "reason", "boundary", "node", "phase", "created")
+
+
+def pods_listed(
+    history: StoredHistory, scope: Scope, asked: Mapping[str, str]
+) -> tuple[Sequence[dict[str, str]] | Any, dict[str, list[str]]]:
+    """The Pods page's rows matching ``asked`` and each filter's choices (``filter_rows``): from the derived
+    layer's columns when it covers the snapshot, a query the paginator pages in SQL (no Pod decoded, none
+    judged); else from the snapshot's Pods (``pod_rows``)."""
+    listed = pod_listings(history, scope)
+    if listed is None:
+        return filter_rows(pod_rows(history, scope), asked)
+    seen = listed.order_by().values_list(*FILTERS).distinct()
+    choices: dict[str, set[str]] = {key: set() for key in FILTERS}
+    for values in seen.iterator(2000):
+        for key, value in zip(FILTERS, values, strict=True):
+            if value:
+                choices[key].add(value)
+    kept = listed.filter(**{key: asked[key] for key in FILTERS if asked.get(key)})
+    return kept.values(*_COLUMNS, uid=F("pod_uid")), {key: sorted(values) for key, values in choices.items()}
 
 
 def pod_rows(history: StoredHistory, scope: Scope) -> list[dict[str, str]]:

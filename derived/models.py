@@ -88,6 +88,13 @@ class PodExplanation(models.Model):
     # A verdict that moves with time alone (verdicts.depends_on_time): derived at every snapshot.
     timed = models.BooleanField(default=False)
     live = models.BooleanField(default=True)
+    # The Pods page's columns (its filters and order, paged in SQL): the verdict's reason and boundary
+    # (empty for a finished Pod, which is not judged), and the document's node, phase and creation time.
+    reason = models.CharField(max_length=64, blank=True, default="")
+    boundary = models.CharField(max_length=16, blank=True, default="")
+    node = models.CharField(max_length=253, blank=True, default="")
+    phase = models.CharField(max_length=32, blank=True, default="")
+    created = models.CharField(max_length=40, blank=True, default="")
     valid_from = models.DateTimeField()
     valid_to = models.DateTimeField(null=True, blank=True)
 

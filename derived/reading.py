@@ -90,6 +90,17 @@ def claim_listing_values(history: StoredHistory, scope: Scope) -> list[ClaimValu
     return list(listed.values_list("claim_uid", "namespace", "name", "state", "devices", "node", "created"))
 
 
+def pod_listings(history: StoredHistory, scope: Scope) -> Any:
+    """The Pods page's rows valid at the asked snapshot that ``scope`` sees (live Pods, as their stored
+    documents list them), in namespace and name order by code point; None when the layer does not cover it."""
+    if not covers(history):
+        return None
+    rows = valid_rows(history, PodExplanation).filter(live=True)
+    if not scope.admin:
+        rows = rows.filter(namespace__in=sorted(scope.namespaces))
+    return rows.order_by(*(_by_code_point(f) for f in ("namespace", "name", "pod_uid")))
+
+
 def claims_read(history: StoredHistory, scope: Scope) -> list[ClaimSummary]:
     """Every claim ``scope`` sees, as the claims list shows it: from the layer's listings when it
     covers the snapshot (no claim decoded), else from the state."""

@@ -508,6 +508,7 @@ def _row(
     summary = doc["pod"]
     live_pod = history.state.get("Pod", pod_uid)
     counted = live_pod is not None and not is_terminal(live_pod)
+    verdict = doc["verdict"] if live_pod is not None and not is_terminal(live_pod) else {}
     return PodExplanation(
         cluster_id=snapshot.cluster_id,
         pod_uid=pod_uid,
@@ -520,6 +521,11 @@ def _row(
         counted=counted,
         timed=live_pod is not None and not is_terminal(live_pod) and depends_on_time(doc),
         live=live_pod is not None,
+        reason=str(verdict.get("reason") or ""),
+        boundary=str(verdict.get("boundary") or ""),
+        node=str(summary.get("node") or ""),
+        phase=str(summary.get("phase") or ""),
+        created=str(summary.get("created") or ""),
         valid_from=snapshot.at,
     )
 

@@ -41,7 +41,9 @@ def a_pod(namespace: str) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("who", ["admin", "alice"])
-@pytest.mark.parametrize("page", ["/c/demo/", "/c/demo/claims", "/c/demo/pods/", "/c/demo/inventory/", "/c/demo/retained/"])
+@pytest.mark.parametrize(
+    "page", ["/c/demo/", "/c/demo/claims", "/c/demo/pods/", "/c/demo/inventory/", "/c/demo/retained/"]
+)
 def test_every_internal_link_keeps_the_chosen_time(clients: dict[str, Client], who: str, page: str) -> None:
     as_of = rfc3339(snapshot_times()[1])
     response = clients[who].get(page, {"as_of": as_of})
@@ -100,7 +102,10 @@ def test_the_pod_page_steps_to_the_previous_and_next_change(clients: dict[str, C
     html = client.get(url, {"as_of": rfc3339(changes[1])}).content.decode()
     previous = re.search(r'href="([^"]*)" data-testid="previous-change"', html)
     assert previous is not None
-    assert previous[1].replace("&amp;", "&") == f"{url}?as_of={rfc3339(changes[0]).replace(':', '%3A').replace('+', '%2B')}"
+    assert (
+        previous[1].replace("&amp;", "&")
+        == f"{url}?as_of={rfc3339(changes[0]).replace(':', '%3A').replace('+', '%2B')}"
+    )
     following = re.search(r'href="([^"]*)" data-testid="next-change"', html)
     if len(changes) > 2:
         assert following is not None and rfc3339(changes[2]).replace(":", "%3A")[:16] in following[1]
@@ -114,4 +119,27 @@ def test_the_pod_page_steps_to_the_previous_and_next_change(clients: dict[str, C
 
 def test_alice_cannot_step_through_another_teams_pod(clients: dict[str, Client]) -> None:
     namespace, name = a_pod("research")
-    assert clients["alice"].get(f"/c/demo/pods/{namespace}/{name}/", {"as_of": rfc3339(snapshot_times()[1])}).status_code == 404
+    assert (
+        clients["alice"].get(f"/c/demo/pods/{namespace}/{name}/", {"as_of": rfc3339(snapshot_times()[1])}).status_code
+        == 404
+    )
+
+
+def test_the_playground_matches_against_the_cluster_as_of_the_time_picked(clients: dict[str, Client]) -> None:
+    """A100 gpu-4 of worker-a100-1 was held by the sweep's trial resnet-sweep-1 until stage 2 and is free
+    now: the playground answers for the time asked, and its form keeps that time."""
+    first = rfc3339(snapshot_times()[0])
+    asked = {"expression": "device.attributes['gpu.nvidia.com'].productName.startsWith('NVIDIA A100')"}
+    admin = clients["admin"]
+
+    def gpu_4(html: str) -> str:
+        rows = [r for r in html.split("<tr>") if "<td>worker-a100-1</td>" in r and ">gpu-4<" in r]
+        assert len(rows) == 1, html
+        return rows[0]
+
+    now = admin.get("/c/demo/playground/", asked).content.decode()
+    assert "<td>yes</td>" in gpu_4(now) and "Available now" in now
+    then = admin.get("/c/demo/playground/", {**asked, "as_of": first}).content.decode()
+    assert "allocated to research/resnet-sweep-1-gpu-" in gpu_4(then)
+    assert f'<input type="hidden" name="as_of" value="{first}">' in then
+    assert "Available as of 2026-11-20 11:20:00 UTC" in then
