@@ -11,7 +11,7 @@ churn of claims rewrites no device row (the usage document, small, follows the h
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -145,15 +145,27 @@ def page_order(device: AdvertisedDevice) -> tuple[str, str, str]:
     return (node_of(device), device.pool, device.name)
 
 
-def inventory_totals(devices: list[AdvertisedDevice], holders: Mapping[DeviceId, Any]) -> dict[str, Any]:
-    """The counts above the inventory page of ``devices`` (in the page's order): devices, those held,
-    physical GPUs, and the GPUs advertised as several devices (node, devices)."""
+def inventory_totals(devices: Iterable[AdvertisedDevice], holders: Mapping[DeviceId, Any]) -> dict[str, Any]:
+    """The counts above the inventory page of ``devices``: devices, those held, physical GPUs, and the
+    GPUs advertised as several devices (node, devices) in the page's order.
+
+    Written at every snapshot that changed a claim: only the devices drawing on a counter set are
+    ordered and grouped (``physical_devices``), each other device is one GPU of its own."""
+    total = held = whole = 0
+    drawing = []
+    for device in devices:
+        total += 1
+        held += device.id in holders
+        if device.entry.get("consumesCounters"):
+            drawing.append(device)
+        else:
+            whole += 1
     # A partitionable GPU is advertised as its whole device and each partition: one physical GPU.
-    units = physical_devices(devices)
+    units = physical_devices(sorted(drawing, key=page_order))
     return {
-        "total": len(devices),
-        "held": sum(1 for d in devices if d.id in holders),
-        "gpus": len(units),
+        "total": total,
+        "held": held,
+        "gpus": whole + len(units),
         "partitioned": [
             {"node": node_of(u.devices[0]), "devices": [d.name for d in u.devices]} for u in units if len(u.devices) > 1
         ],
@@ -164,7 +176,7 @@ def inventory_usage(inventory: Inventory) -> dict[str, Any]:
     """The page's counts (``inventory_totals``), the counter sets in use and the devices their consumed
     counters block (each with its node, for the page's node filter); no counter sets without a device
     drawing on one."""
-    totals = inventory_totals(sorted(inventory.devices, key=page_order), inventory.holders)
+    totals = inventory_totals(inventory.devices, inventory.holders)
     if not any(d.entry.get("consumesCounters") for d in inventory.devices):
         return {"totals": totals, "counter_sets": [], "blocked": []}
     blocked = counter_blocked(inventory)

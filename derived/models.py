@@ -252,16 +252,11 @@ class InventoryDevice(models.Model):
             ),
         ]
         indexes = [
-            # The newest snapshot's inventory (the usual read) in the page's order, per node too, and
-            # the writer's heads.
-            models.Index(
-                fields=["cluster", "node", "pool", "device"],
-                name="inventorydevice_open",
-                condition=Q(valid_to__isnull=True),
-            ),
+            # The newest snapshot's inventory in the page's order is read from an index in the "C"
+            # collation (PostgreSQL only: migration 0017 creates it).
             # The inventory as of an earlier snapshot: rows valid_from <= T < valid_to.
             models.Index(fields=["cluster", "valid_to", "valid_from"], name="inventorydevice_asof"),
-            # One node's devices as of an earlier snapshot.
+            # One node's devices as of a snapshot.
             models.Index(fields=["cluster", "node", "valid_from"], name="inventorydevice_node"),
         ]
 

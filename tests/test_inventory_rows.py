@@ -5,14 +5,18 @@ view; no ``Inventory.of`` on read, and the rows written only when slices or tain
 from __future__ import annotations
 
 from datetime import timedelta
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
+from collector.models import Cluster
 from demo import builders as b
-from derived.models import InventoryDevice
+from derived.models import DerivedSnapshot, InventoryDevice, InventoryUsage
+from derived.retention import prune_derived
 from domain.inventory import devices as inventory_module
 from tests.snapshot_cli import AT, import_objects
 from tests.users import admin_and_alice
@@ -117,3 +121,25 @@ def test_a_partitioned_gpu_is_counted_once(demo_history: Any, admin_client: Clie
     whole = stored.filter(counter_set="").count()
     assert f"these {stored.count()} devices are {whole + len(units)} physical GPUs" in " ".join(partitioned.split())
     assert 'data-testid="counter-set"' in body  # the partition's claim draws on the set
+
+
+def test_rebuild_derived_fills_the_rows_of_history_derived_before_them(tmp_path: Path, admin_client: Client) -> None:
+    """History derived by code without the rows (another DOMAIN_VERSION): rebuild-derived writes them,
+    and the inventory as of the first snapshot reads them."""
+    import_objects(tmp_path, cluster(2), AT)
+    import_objects(tmp_path, cluster(3), AT + 5 * M)
+    InventoryDevice.objects.all().delete()
+    InventoryUsage.objects.all().delete()
+    DerivedSnapshot.objects.update(version="older")
+    call_command("rebuild-derived", stdout=StringIO())
+    assert InventoryDevice.objects.filter(valid_to__isnull=True).count() == 3
+    assert "2 devices advertised: 0 held, 2 free." in counts(page(admin_client, as_of=AT.isoformat()))
+
+
+def test_retention_prunes_the_rows_that_ended_before_its_cutoff(tmp_path: Path) -> None:
+    import_objects(tmp_path, cluster(2, model=b.A100_40GB), AT)
+    import_objects(tmp_path, cluster(2), AT + 5 * M)
+    assert InventoryDevice.objects.filter(valid_to=AT + 5 * M).count() == 2
+    prune_derived(Cluster.objects.get(name="demo"), AT + 5 * M)
+    assert not InventoryDevice.objects.filter(valid_to__isnull=False).exists()
+    assert InventoryDevice.objects.filter(valid_to__isnull=True).count() == 2

@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
                 ('cluster', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='inventory_devices', to='collector.cluster')),
             ],
             options={
-                'indexes': [models.Index(condition=models.Q(('valid_to__isnull', True)), fields=['cluster', 'node', 'pool', 'device'], name='inventorydevice_open'), models.Index(fields=['cluster', 'valid_to', 'valid_from'], name='inventorydevice_asof'), models.Index(fields=['cluster', 'node', 'valid_from'], name='inventorydevice_node')],
+                'indexes': [models.Index(fields=['cluster', 'valid_to', 'valid_from'], name='inventorydevice_asof'), models.Index(fields=['cluster', 'node', 'valid_from'], name='inventorydevice_node')],
                 'constraints': [models.UniqueConstraint(fields=('cluster', 'driver', 'pool', 'device', 'valid_from'), name='inventorydevice_identity_time')],
             },
         ),
