@@ -18,7 +18,7 @@ from collector.models import Cluster, Snapshot
 # refactor of the domain leaves stored rows valid. tests/test_derivation_version.py keeps the two
 # together: it derives the demo story and the shared scenarios and compares a digest of every stored
 # row with the one recorded for this version.
-DOMAIN_VERSION = "2026-12-01.8-1st"
+DOMAIN_VERSION = "2026-12-01.9-1st"
 
 
 class DerivedSnapshot(models.Model):
@@ -260,6 +260,11 @@ class ClaimListing(models.Model):
     node = models.CharField(max_length=253, blank=True)
     created = models.DateTimeField(null=True, blank=True)
     consumers = models.TextField(blank=True, help_text="JSON: the names in status.reservedFor.")
+    entry = models.TextField(
+        blank=True,
+        default="",
+        help_text="JSON as /api/claims writes it (json.dumps): ClaimSummary.entry, without the page's URL.",
+    )
     valid_from = models.DateTimeField()
     valid_to = models.DateTimeField(null=True, blank=True)
 
