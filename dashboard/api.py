@@ -19,10 +19,10 @@ from collector.history_reader import StoredHistory, collection_health
 from collector.models import Snapshot
 from collector.recent_history import ReadError, open_history
 from collector.snapshot_runs import snapshots_document
-from dashboard.claim_entries import claim_entries, every_claim_entry
+from dashboard.claim_entries import claim_entries, every_claim_response
 from dashboard.continue_token import Continuation
 from dashboard.selector_limits import match_devices_typed
-from derived.reading import claim_key, claims_after, claims_read, explain_read, metrics_read
+from derived.reading import claim_key, claims_after, explain_read, metrics_read
 from derived.reports import audit_read, leaks_read
 from derived.thresholds import leak_thresholds
 from domain.allocator.cel import SelectorCompileError, SelectorLimitExceeded
@@ -95,8 +95,7 @@ def api_claims(request: HttpRequest) -> HttpResponse:
         return _error(410, "the snapshot this list was read as of is no longer stored: list again")
     scope = scope_for(request.user, history.cluster)
     if limit is None:
-        claims = every_claim_entry(history, scope, lambda: claims_read(history, scope))
-        return JsonResponse({"as_of": rfc3339(history.as_of), "claims": claims})
+        return every_claim_response(history, scope)
     page = claims_after(history, scope, continuation.after if continuation else None, limit + 1)
     more = len(page) > limit
     del page[limit:]

@@ -8,6 +8,7 @@ version begins.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 import orjson
@@ -63,6 +64,8 @@ def _row(cluster_id: int, summary: ClaimSummary, snapshot: Snapshot) -> ClaimLis
         node=summary.node,
         created=summary.created,
         consumers=orjson.dumps(summary.consumers).decode(),
+        # As JsonResponse encodes it (json.dumps' separators, ASCII): /api/claims joins these as they are.
+        entry=json.dumps(summary.entry()),
         valid_from=snapshot.at,
     )
 

@@ -332,6 +332,11 @@ class ClaimListing(models.Model):
     node = models.CharField(max_length=253, blank=True)
     created = models.DateTimeField(null=True, blank=True)
     consumers = models.TextField(blank=True, help_text="JSON: the names in status.reservedFor.")
+    entry = models.TextField(
+        blank=True,
+        default="",
+        help_text="JSON as /api/claims writes it (json.dumps): ClaimSummary.entry, without the page's URL.",
+    )
     valid_from = models.DateTimeField()
     valid_to = models.DateTimeField(null=True, blank=True)
 

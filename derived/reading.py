@@ -10,7 +10,6 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import orjson
@@ -77,17 +76,14 @@ def claim_listings(history: StoredHistory, scope: Scope) -> Any:
     return rows.order_by(*(_by_code_point(f) for f in ("namespace", "name", "claim_uid")))
 
 
-# A listing's columns as ``/api/claims`` reads them: UID, namespace, name, state, devices (JSON), node, created.
-ClaimValues = tuple[str, str, str, str, str, str, datetime | None]
-
-
-def claim_listing_values(history: StoredHistory, scope: Scope) -> list[ClaimValues] | None:
-    """``claim_listings``' columns, fetched in one go (no model instance per claim); None when the
-    layer does not cover the snapshot."""
+def claim_listing_entries(history: StoredHistory, scope: Scope) -> list[tuple[str, str]] | None:
+    """Each listed claim's UID and stored ``/api/claims`` entry (``ClaimListing.entry``), in the list's
+    order, fetched in one go (no model instance per claim); None when the layer does not cover the
+    snapshot."""
     listed = claim_listings(history, scope)
     if listed is None:
         return None
-    return list(listed.values_list("claim_uid", "namespace", "name", "state", "devices", "node", "created"))
+    return list(listed.values_list("claim_uid", "entry"))
 
 
 def pod_listings(history: StoredHistory, scope: Scope) -> Any:

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from domain.cluster.state import ClusterState, Object, meta, ns_name, uid_of
-from domain.cluster.timefmt import parse_time
+from domain.cluster.timefmt import parse_time, rfc3339
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,18 @@ class ClaimSummary:
     created: datetime | None
     consumers: tuple[str, ...]
     leak: str = ""  # the retention reason when the leak report flags the claim
+
+    def entry(self) -> dict[str, Any]:
+        """What ``/api/claims`` says of the claim, but for the URL of its page (the web app's)."""
+        return {
+            "uid": self.uid,
+            "namespace": self.namespace,
+            "name": self.name,
+            "state": self.state,
+            "devices": list(self.devices),
+            "node": self.node,
+            "created": rfc3339(self.created),
+        }
 
     @property
     def badges(self) -> tuple[str, ...]:
@@ -46,9 +58,11 @@ def allocated_node(claim: Object) -> str:
     selector = allocation.get("nodeSelector") if isinstance(allocation, dict) else None
     for term in (selector or {}).get("nodeSelectorTerms") or () if isinstance(selector, dict) else ():
         for requirement in (term.get("matchFields") or []) + (term.get("matchExpressions") or []):
-            if requirement.get("key") in ("metadata.name", "kubernetes.io/hostname") and requirement.get(
-                "operator"
-            ) == "In" and len(requirement.get("values") or []) == 1:
+            if (
+                requirement.get("key") in ("metadata.name", "kubernetes.io/hostname")
+                and requirement.get("operator") == "In"
+                and len(requirement.get("values") or []) == 1
+            ):
                 return str(requirement["values"][0])
     return ""
 
