@@ -79,12 +79,18 @@ def render_latest(snapshot: Snapshot, force: bool = False) -> None:
     newest derived one, and the final review of a week that ended before it; a rendering that fails
     is logged (readers then render on read)."""
     rendered = False
-    renderings = (("metrics", render_latest_metrics), ("review", render_reviews), ("overview", render_latest_overview))
-    for what, render in renderings:
+    for what, render in (("metrics", render_latest_metrics), ("review", render_reviews)):
         try:
             rendered = render(snapshot, force) or rendered
         except Exception:
             log.exception("rendering the %s of snapshot %s failed", what, snapshot.pk)
+    # The overview is rendered for every newest snapshot, changed or not (its flagged hours and chart move
+    # with time). It releases the history it read itself (``StoredHistory.release``: what it decoded goes
+    # by reference counting); the full collection is left to the derivations and renderings above.
+    try:
+        render_latest_overview(snapshot, force)
+    except Exception:
+        log.exception("rendering the overview of snapshot %s failed", snapshot.pk)
     if rendered:
         release_snapshot()
 
