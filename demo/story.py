@@ -359,6 +359,7 @@ def _cdi_failure(st: _Stage) -> None:
     c = b.template_claim(tpl, p, allocated=[("gpu", H100_NODE, "gpu-2")], allocated_at=sched, reserved_for=[p])
     first_failure = sandbox + timedelta(seconds=12)
     st.add(
+        tpl,
         p,
         c,
         b.event(
@@ -408,6 +409,7 @@ def _prep_failure(st: _Stage) -> None:
         f"unable to get device spec for {cuid}-gpu-3: device handle from UUID: Not Found"
     )
     st.add(
+        tpl,
         p,
         c,
         b.event(

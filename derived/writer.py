@@ -326,15 +326,15 @@ def _involved(cluster_id: int, events: list[tuple[str, str, bool]]) -> Iterable[
 
 def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: bool) -> int:
     at = snapshot.at
-    heads: dict[str, tuple[int, str]] = {}
+    heads: dict[str, tuple[int, str, tuple[str, ...]]] = {}
     claims: set[str] = set()
     names: set[tuple[str, str]] = set()
     uids = sorted(pods)
     for start in range(0, len(uids), BATCH):
         batch = _open(snapshot.cluster_id).filter(pod_uid__in=uids[start : start + BATCH])
-        read = batch.values_list("pk", "pod_uid", "content_hash", "claim_uids", "namespace", "name")
-        for pk, pod_uid, digest, claim_uids, namespace, name in read:
-            heads[pod_uid] = (pk, digest)
+        read = batch.values_list("pk", "pod_uid", "content_hash", "claim_uids", "namespace", "name", *_LISTED)
+        for pk, pod_uid, digest, claim_uids, namespace, name, *listed in read:
+            heads[pod_uid] = (pk, digest, tuple(listed))
             claims.update(claim_uids.split())
             names.add((namespace, name))
     if pods and not full:  # nothing judged (an unchanged snapshot): nothing to read ahead
@@ -349,11 +349,13 @@ def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: b
         content = orjson.dumps(doc)
         digest = hashlib.blake2b(content, digest_size=16).hexdigest()
         head = heads.get(pod_uid)
-        if head is not None and head[1] == digest:
+        row = _row(snapshot, pod_uid, doc, digest, history)
+        # The same document, and the Pods page's columns as written (a row of an older version may lack them).
+        if head is not None and head[1] == digest and head[2] == tuple(getattr(row, f) for f in _LISTED):
             continue
         if head is not None:
             superseded.append(head[0])
-        written.append((doc, content, _row(snapshot, pod_uid, doc, digest, history)))
+        written.append((doc, content, row))
     if written:
         packer = Packer(snapshot.cluster_id, at, [(doc, content) for doc, content, _row_ in written])
         for _doc, content, row in written:
@@ -499,6 +501,10 @@ def _consumers_of(history: SnapshotHistory, claim_uids: set[str]) -> set[str]:
         for c in consumers(claim)
         if c.get("uid")
     }
+
+
+# The Pods page's columns of a row (``PodExplanation``).
+_LISTED = ("reason", "boundary", "node", "phase", "created")
 
 
 def _row(

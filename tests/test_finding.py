@@ -123,4 +123,26 @@ def test_filter_rows_offers_every_value_seen() -> None:
     ]
     kept, choices = finding.filter_rows(rows, {"phase": "Pending"})
     assert kept == [rows[1]]
-    assert choices == {"namespace": ["a", "b"], "reason": ["devices-in-use", "ok"], "node": ["n1"], "phase": ["Pending", "Running"]}
+    assert choices == {
+        "namespace": ["a", "b"],
+        "reason": ["devices-in-use", "ok"],
+        "node": ["n1"],
+        "phase": ["Pending", "Running"],
+    }
+
+
+def test_rows_written_before_the_pods_page_columns_get_them_at_the_next_full_derivation(tmp_path: Any) -> None:
+    """A document unchanged since an older version wrote its row still gets the Pods page's columns: the
+    first snapshot derived after the upgrade (a full derivation) rewrites a head whose columns differ."""
+    from derived.models import DerivedSnapshot, PodExplanation
+    from tests import test_estimates as small
+    from tests.snapshot_cli import import_objects
+
+    snapshots = small.story(0)
+    import_objects(tmp_path, snapshots[-1][1], at=small.T0)
+    open_rows = PodExplanation.objects.filter(valid_to__isnull=True, name="train-a")
+    assert list(open_rows.values_list("node", "phase", "reason")) == [("worker-0", "Running", "ok")]
+    open_rows.update(node="", phase="", reason="", boundary="", created="")
+    DerivedSnapshot.objects.update(version="older")
+    import_objects(tmp_path, snapshots[-1][1], at=small.T0 + small.M)
+    assert list(open_rows.values_list("node", "phase", "reason")) == [("worker-0", "Running", "ok")]
