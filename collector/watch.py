@@ -390,6 +390,7 @@ class Watcher:
         self._last_failure_record = 0.0
         self.abandoned = False  # stopped without storing what it holds (its lease was lost)
         self._listed = False
+        self._in_step = False  # the first batch after the lists (what changed while not watching) is stored
         self._started = time.monotonic()
 
     # -- what the threads call
@@ -549,6 +550,7 @@ class Watcher:
         self._pending_since = None
         if not batch.changes and not batch.problems and not checkpoint:
             self.mirror.committed(batch)  # looked at, nothing history keeps changed
+            self._caught_up(batch)
             return None
         if not self.synced:
             return None
@@ -573,11 +575,17 @@ class Watcher:
                 )
             return None
         self.mirror.committed(batch)
+        self._caught_up(batch)
         self.last_at = at
         self.last_snapshot = snapshot
         self._last_write = time.monotonic()
         self.after_write(snapshot)
         return snapshot
+
+    def _caught_up(self, batch: Batch) -> None:
+        if not self._in_step and self.synced:
+            self._in_step = True
+            log.info("%s: in step with history (%d changes stored)", self.cluster_name, len(batch.changes))
 
     def _record_failure(self) -> None:
         assert self.cluster is not None

@@ -342,8 +342,8 @@ class FakeCluster:
     def apply_objects(self, upserts: Iterable[dict[str, Any]], deletes: Iterable[tuple[str, str, str]]) -> list[Change]:
         """Change some objects in place, as clients writing to the API server do (a churn between stages):
         each of ``upserts`` is added or replaced (a new UID under a known name: deleted, then added), each
-        ``deletes`` (kind, namespace, name) removed. Each change takes the next resourceVersion; the
-        changes made, in order. The current stage's object list is left as it was."""
+        of ``deletes`` (kind, namespace, name) removed (one in both is removed). Each change takes the next
+        resourceVersion; the changes made, in order. The current stage's object list is left as it was."""
         targets = _stage_targets(upserts)
         gone: dict[str, set[_Key]] = {r.name: set() for r in RESOURCES}
         for kind, namespace, name in deletes:
@@ -362,8 +362,8 @@ class FakeCluster:
                         changes.append(self._deleted(res.name, old))
                 for key, (full, digest, uid) in target.items():
                     entry = live.get(key)
-                    if entry is not None and entry.digest == digest:
-                        continue
+                    if key in gone[res.name] or (entry is not None and entry.digest == digest):
+                        continue  # deleted in the same breath, or unchanged
                     if entry is not None and entry.uid != uid:
                         changes.append(self._deleted(res.name, entry))
                         entry = None
@@ -374,13 +374,17 @@ class FakeCluster:
                 self._sorted[res.name] = [live[k] for k in sorted(live)]
             if not changes:
                 self._rv += 1
-            self._log.extend(changes)
-            if len(self._log) > self.window:
-                dropped = len(self._log) - self.window
-                self._compacted = self._log[dropped - 1].rv
-                del self._log[:dropped]
+            self._record(changes)
             self._changed.notify_all()
         return changes
+
+    def _record(self, changes: list[Change]) -> None:
+        """Keep ``changes`` for watches (lock held): the last ``window`` of them."""
+        self._log.extend(changes)
+        if len(self._log) > self.window:
+            dropped = len(self._log) - self.window
+            self._compacted = self._log[dropped - 1].rv
+            del self._log[:dropped]
 
     def _deleted(self, resource: str, old: _Entry) -> Change:
         self._rv += 1
@@ -450,11 +454,7 @@ class FakeCluster:
         if self._rv == before and record:
             self._rv += 1  # another stage: continue tokens of lists before it expire
         if record:
-            self._log.extend(changes)
-            if len(self._log) > self.window:
-                dropped = len(self._log) - self.window
-                self._compacted = self._log[dropped - 1].rv
-                del self._log[:dropped]
+            self._record(changes)
         self._changed.notify_all()
 
 
