@@ -11,10 +11,11 @@ each as its own process on its own database against the same server:
   - ``manage.py collect`` (polling every ``--interval`` seconds), and
   - ``manage.py watch --no-lease`` (list once, then watch; a checkpoint every ``--interval`` seconds),
 
-measured over ``--minutes`` once both are up (polling: after its first collection; watching: once
-every kind is listed): CPU seconds of each process (``/proc/PID/stat``), bytes the API server sent
-each (response bodies: watches are the watcher's, lists the poller's), requests, snapshots and
-versions written, resident memory sampled every minute (first, last, max) and its peak (``VmHWM``).
+measured over ``--minutes`` once both are up (polling: its first collection started; watching: every
+kind listed and the first batch after, what changed since the seed, stored): CPU seconds of each
+process (``/proc/PID/stat``), bytes the API server sent each (response bodies: watches are the
+watcher's, lists the poller's), requests, snapshots and versions written, resident memory sampled
+every minute (first, last, max) and its peak (``VmHWM``).
 
 ``--churn F``: F of the workload units change per hour (the generator's churn model, the one
 ``bench/week_history.py`` uses: the cluster at generation 0 against generation 1 with churn
@@ -29,7 +30,7 @@ newest derived one; derivation is on for a churn run).
 ``--scheduler``: what runs the periodic work. Quiet runs default to ``celery`` (derivation and
 notices are Celery's tasks, no worker runs: each process's cost is the collector's alone); churn
 runs to ``in-process`` (each process derives its snapshots and tells notices itself, so the backlog
-is measured). Results print as JSON lines; databases are ``claimline_bench_watch_<N>_{poll,watch}``.
+is measured). Results print as JSON lines; databases are ``claimline_bench_watch_<N>[_churn]_{poll,watch}``.
 """
 
 from __future__ import annotations
@@ -150,7 +151,9 @@ class Process:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT if self.mode == "poll" else signal.SIGTERM)
+            # SIGTERM: the watcher stores what arrived and stops; the poller just stops (a SIGINT can land
+            # inside a collection, where it may be swallowed)
+            self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=300)
             except subprocess.TimeoutExpired:
@@ -254,7 +257,8 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
     if churn:
         changing = churn_schedule(nodes, churn * minutes / 60, window_s, window_s - tail_s, work / "churn.json")
     derive = churn > 0
-    poll_db = recreate_database(f"claimline_bench_watch_{nodes}_poll")
+    name = f"claimline_bench_watch_{nodes}{'_churn' if churn else ''}"  # a quiet and a churning run can run at once
+    poll_db = recreate_database(f"{name}_poll")
     base_env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "claimline.settings",
@@ -280,7 +284,7 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
         if seed.returncode:
             raise RuntimeError(seed.stderr)
         objects = int(seed.stdout.split(": ", 2)[2].split()[0])
-        watch_name = database_name(f"claimline_bench_watch_{nodes}_watch")
+        watch_name = database_name(f"{name}_watch")
         query(f"{PG_BASE}/postgres", f'DROP DATABASE IF EXISTS "{watch_name}" WITH (FORCE)')
         query(f"{PG_BASE}/postgres", f'CREATE DATABASE "{watch_name}" TEMPLATE "{poll_db.rsplit("/", 1)[1]}"')
         watch_db = f"{PG_BASE}/{watch_name}"
@@ -304,8 +308,8 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
                 p.alive()
             if "poll" not in up and newest_snapshot(poll_db) > seeded["poll"]:
                 up["poll"], up_cpu["poll"] = time.monotonic() - poll.started, cpu_s(poll.proc.pid)
-            if "watch" not in up and "every kind listed" in watch.log.read_text(errors="replace"):
-                time.sleep(3)  # its first batch (nothing changed: nothing written) behind it
+            if "watch" not in up and "in step with history" in watch.log.read_text(errors="replace"):
+                # listed, and its first batch (what changed since the seed: nothing) behind it
                 up["watch"], up_cpu["watch"] = time.monotonic() - watch.started, cpu_s(watch.proc.pid)
             if time.monotonic() > deadline:
                 raise RuntimeError("timed out waiting for both modes to be up")
@@ -330,6 +334,10 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
         cpu = {p.mode: cpu_s(p.proc.pid) - p.cpu0 for p in procs}
         peak = {p.mode: memory_mb(p.proc.pid, "VmHWM") for p in procs}
         after = server.state()
+        snapshots = {
+            mode: int(query(db, "SELECT count(*) FROM collector_snapshot WHERE id > %s", (base[mode],))[0][0])
+            for mode, db in (("poll", poll_db), ("watch", watch_db))
+        }
         backlogs = {"poll": backlog(poll_db), "watch": backlog(watch_db)} if derive else None
         played: dict[str, Any] = (
             json.loads(urlopen_json(server, "/_fake/churn")) if churn else {"changes": [], "applied": 0}
@@ -345,10 +353,6 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
         emitted[(kind, uid)] = when
     written = {"poll": versions(poll_db, base["poll"]), "watch": versions(watch_db, base["watch"])}
     seen = {"poll": commits[0].seen, "watch": commits[1].seen}
-    snapshots = {
-        mode: int(query(db, "SELECT count(*) FROM collector_snapshot WHERE id > %s", (base[mode],))[0][0])
-        for mode, db in (("poll", poll_db), ("watch", watch_db))
-    }
     watch_bytes = after["watch_bytes_sent"] - at_up["watch_bytes_sent"]
     poll_bytes = (after["bytes_sent"] - after["watch_bytes_sent"]) - (at_up["bytes_sent"] - at_up["watch_bytes_sent"])
     watch_requests = after["watch_requests"] - at_up["watch_requests"]

@@ -169,6 +169,8 @@ class DerivationLane:
         self._wanted = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
+        self._derived = threading.Event()  # what was submitted is derived (its notices may still run)
+        self._derived.set()
         self._latest: Snapshot | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"derive-{cluster_id}", daemon=True)
@@ -182,12 +184,18 @@ class DerivationLane:
             return  # nothing to do: the checkpoint's row is all it costs
         self._latest = snapshot
         self._tell = self._tell or tell
+        self._derived.clear()
         self._idle.clear()
         self._wanted.set()
 
     @property
     def idle(self) -> bool:
         return self._idle.is_set()
+
+    @property
+    def derived(self) -> bool:
+        """The batches submitted are derived: the next may be written (notices need not hold it up)."""
+        return self._derived.is_set()
 
     def wait(self, timeout: float) -> bool:
         return self._idle.wait(timeout)
@@ -215,6 +223,8 @@ class DerivationLane:
             try:
                 if settings.CLAIMLINE_DERIVE and snapshot is not None and snapshot.status != Snapshot.Status.FAILED:
                     derive_backlog(self.cluster_id)
+                if not self._wanted.is_set():
+                    self._derived.set()
                 if snapshot is not None and tell:
                     in_process(snapshot, self.clock)
             except Exception:
@@ -222,6 +232,7 @@ class DerivationLane:
             finally:
                 close_old_connections()
                 if not self._wanted.is_set():
+                    self._derived.set()
                     self._idle.set()
 
 
@@ -290,7 +301,7 @@ def make_watcher(
         holder["lane"].submit(snapshot)
 
     def ready() -> bool:
-        return "lane" not in holder or holder["lane"].idle
+        return "lane" not in holder or holder["lane"].derived
 
     def close() -> None:
         if "lane" in holder:
