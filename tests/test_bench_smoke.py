@@ -38,7 +38,7 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "layer_storage.py": (["--nodes", "4", "--hours", "2"], "layer_vs_history"),
     "import_memory.py": (["--namespaces-mb", "0.05", "--pods-mb", "0.05"], "rss_vs_input"),
     # churning: both modes, the server's churn, latency, versions compared, derivation backlog
-    "watch_cost.py": (["--nodes", "4", "--minutes", "0.3", "--interval", "2", "--churn", "20"], "watch_vs_poll_cpu"),
+    "watch_cost.py": (["--nodes", "4", "--minutes", "0.3", "--interval", "2", "--churn", "60"], "watch_vs_poll_cpu"),
     "read_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "state_unmarked_slower"),
 }
 TIMEOUT_S = 240
