@@ -279,8 +279,10 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
     try:
         server.start()
         server.warm()
-        # the seed (derived in process when deriving), then the watcher's database as a copy of it
-        seed = run_child([PYTHON, "manage.py", "collect", "--once"], {**poll_env, "CLAIMLINE_SCHEDULER": "in-process"})
+        # the seed (derived in process when deriving, so both start derived), then the watcher's database as
+        # a copy of it
+        seeding = {**poll_env, "CLAIMLINE_SCHEDULER": "in-process"} if derive else poll_env
+        seed = run_child([PYTHON, "manage.py", "collect", "--once"], seeding)
         if seed.returncode:
             raise RuntimeError(seed.stderr)
         objects = int(seed.stdout.split(": ", 2)[2].split()[0])
