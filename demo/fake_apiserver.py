@@ -269,6 +269,9 @@ class FakeCluster:
         self._rv = 0
         self._live: dict[str, dict[_Key, _Entry]] = {r.name: {} for r in RESOURCES}
         self._sorted: dict[str, list[_Entry]] = {r.name: [] for r in RESOURCES}
+        # The lists as of the resourceVersions before recent in-place changes: a paged list started before
+        # one goes on from where it was, as kube-apiserver serves a continue token until etcd compacts.
+        self._before: dict[int, dict[str, list[_Entry]]] = {}
         self._log: list[Change] = []
         self._compacted = 0
         with self._lock:
@@ -352,6 +355,9 @@ class FakeCluster:
                 gone[res.name].add((namespace if res.namespaced else "", name, 0))
         changes: list[Change] = []
         with self._lock:
+            self._before[self._rv] = dict(self._sorted)
+            while len(self._before) > KEPT_LISTS:
+                del self._before[min(self._before)]
             for res in RESOURCES:
                 live, target = self._live[res.name], targets[res.name]
                 if not target and not gone[res.name]:
@@ -408,6 +414,11 @@ class FakeCluster:
         with self._lock:
             return self._stage, self._rv, dict(self._sorted)
 
+    def lists_at(self, rv: int) -> dict[str, list[_Entry]] | None:
+        """The entries by resource as of ``rv`` when in-place changes moved the cluster on since (None: gone)."""
+        with self._lock:
+            return self._before.get(rv)
+
     def changes_after(self, rv: int) -> tuple[list[Change], int]:
         """The changes after ``rv`` and the current resourceVersion; ``Gone`` when they were compacted."""
         with self._lock:
@@ -426,6 +437,7 @@ class FakeCluster:
 
     def _apply(self, i: int, record: bool = True) -> None:
         """Make stage ``i`` the live state (lock held): a change per object that differs."""
+        self._before.clear()  # another stage: continue tokens of lists before it expire
         targets = _stage_targets(self._stages[i])
         before = self._rv
         changes: list[Change] = []
@@ -456,6 +468,9 @@ class FakeCluster:
         if record:
             self._record(changes)
         self._changed.notify_all()
+
+
+KEPT_LISTS = 64  # in-place changes whose earlier lists a continue token may still page through
 
 
 def _load_documents(file: Path) -> list[Any]:
@@ -1231,7 +1246,14 @@ class FakeApiServer:
             if data["resource"] != res.name or data["ns"] != (namespace or ""):
                 return _error(400, "continue key is not valid: the token was issued for a different list")
             if data["rv"] != generation:
-                return _error(410, EXPIRED_MESSAGE)
+                earlier = self.cluster.lists_at(data["rv"]) if data["stage"] == stage else None
+                if earlier is None:
+                    return _error(410, EXPIRED_MESSAGE)
+                generation, entries = data["rv"], earlier[res.name]  # the list as it was when it started
+                if namespace is not None:
+                    entries = [e for e in entries if e.namespace == namespace]
+                if selects is not None:
+                    entries = [e for e in entries if selects(e.obj)]
             offset = data["offset"]
 
         end = len(entries) if limit <= 0 else min(offset + limit, len(entries))

@@ -76,3 +76,35 @@ def test_a_schedule_that_is_not_one_is_refused(tmp_path: Path) -> None:
     bad.write_bytes(b'{"steps": [1, 2]}')
     with pytest.raises(ValueError, match="a churn schedule is"):
         ChurnPlayer.from_file(FakeCluster([[pod("a", "u-a")]]), str(bad))
+
+
+def test_a_paged_list_goes_on_as_of_its_start_across_in_place_changes_not_across_stages() -> None:
+    import urllib.error
+    import urllib.request
+
+    from demo.fake_apiserver import FakeApiServer
+
+    cluster = FakeCluster([[pod("a", "u-a"), pod("b", "u-b")], [pod("a", "u-a")]])
+    server = FakeApiServer(cluster, token=None)
+    server.start()
+
+    def page(token: str = "") -> dict[str, Any]:
+        query = "limit=1" + (f"&continue={token}" if token else "")
+        with urllib.request.urlopen(f"{server.url}/api/v1/pods?{query}", timeout=10) as resp:  # noqa: S310
+            return dict(orjson.loads(resp.read()))
+
+    try:
+        first = page()
+        cluster.apply_objects([pod("b", "u-b", "nginx"), pod("c", "u-c")], [])  # the cluster moves on meanwhile
+        second = page(first["metadata"]["continue"])
+        # the rest of the list as of its start: b unchanged, no c (kube-apiserver serves it from etcd's past)
+        assert [i["metadata"]["name"] for i in first["items"] + second["items"]] == ["a", "b"]
+        assert second["items"][0]["spec"]["containers"][0]["image"] == "busybox"
+        assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+        token = page()["metadata"]["continue"]
+        cluster.set_stage(1)
+        with pytest.raises(urllib.error.HTTPError) as gone:
+            page(token)
+        assert gone.value.code == 410
+    finally:
+        server.stop()
