@@ -15,7 +15,7 @@ from django.utils import timezone
 from claimline.pipeline import prune_cluster, run_collection
 from collector import retention
 from collector.locks import HistoryLease, collection_lock
-from collector.models import Cluster
+from collector.models import Cluster, Snapshot
 from notify.tasks import enqueue_scan
 
 log = logging.getLogger("claimline.collector")
@@ -35,6 +35,7 @@ def collect_cluster(name: str) -> str:
             # The previous collection still runs, or a watcher holds the cluster (claimline.watching): this
             # periodic collection is then only a fallback for when no watcher runs.
             log.info("collection of %s skipped: a collection or a watch of it is running", name)
+            _scan_newest(name)
             return "skipped"
         try:
             snapshot = run_collection(name, timezone.now(), timezone.now)
@@ -49,6 +50,15 @@ def collect_cluster(name: str) -> str:
         lease.release()
     enqueue_scan(snapshot)  # notices: a task of their own, so they never hold up collection
     return snapshot.status
+
+
+def _scan_newest(name: str) -> None:
+    """Notices that age with time (a Pod pending too long, a leak) are due even while nothing changes:
+    a watcher tells notices only what changed, so the periodic task queues the scan of the newest
+    snapshot, which scans when a rescan is due (``notify.detection.worth_scanning``)."""
+    newest = Snapshot.objects.filter(cluster__name=name).exclude(status=Snapshot.Status.RUNNING).order_by("-at").first()
+    if newest is not None:
+        enqueue_scan(newest)
 
 
 @shared_task(name="collector.tasks.prune_history", ignore_result=True)

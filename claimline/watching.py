@@ -67,6 +67,10 @@ class Lease:
             self.renewed = time.monotonic()
         return got
 
+    def due_in(self) -> float:
+        """Seconds until ``keep`` renews."""
+        return max(0.0, self.renewed + self.ttl / 3 - time.monotonic())
+
     def keep(self) -> bool:
         """Renew when a third of the lease has passed; False once it is lost."""
         if time.monotonic() - self.renewed < self.ttl / 3:
@@ -107,6 +111,52 @@ class Liveness:
             log.warning("cannot touch %s: %s", self.path, exc)
 
 
+class StopSignal(threading.Event):
+    """The watch's stop, which also wakes every watcher blocked on its streams (they sleep until a
+    message, a checkpoint or a batch is due, so a plain Event would be seen only then)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._wakers: list[Callable[[], None]] = []
+        self._wakers_lock = threading.Lock()
+
+    def add_waker(self, wake: Callable[[], None]) -> None:
+        with self._wakers_lock:
+            self._wakers.append(wake)
+
+    def remove_waker(self, wake: Callable[[], None]) -> None:
+        with self._wakers_lock, contextlib.suppress(ValueError):
+            self._wakers.remove(wake)
+
+    def set(self) -> None:
+        super().set()
+        with self._wakers_lock:
+            wakers = list(self._wakers)
+        for wake in wakers:
+            wake()
+
+
+def quiet(snapshot: Snapshot) -> bool:
+    """A checkpoint: the watch saw nothing change (no version, no deletion, not failed)."""
+    return snapshot.status == Snapshot.Status.OK and not snapshot.changed
+
+
+class QuietNotices:
+    """Whether a quiet checkpoint is worth telling to notices in this process: only once a rescan is
+    due (``CLAIMLINE_NOTIFY_RESCAN_AFTER``), for the notices that age with time (a Pod pending too long,
+    a claim leaking). Nothing else about notices changes while nothing changes."""
+
+    def __init__(self) -> None:
+        self.told = time.monotonic()
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self.told < settings.CLAIMLINE_NOTIFY_RESCAN_AFTER:
+            return False
+        self.told = now
+        return True
+
+
 class DerivationLane:
     """This process's derivation of one cluster's batches, in a thread: each ``submit`` asks for the
     backlog to be derived (one run covers every batch written meanwhile), then notices."""
@@ -114,22 +164,38 @@ class DerivationLane:
     def __init__(self, cluster_id: int, clock: Callable[[], datetime]) -> None:
         self.cluster_id = cluster_id
         self.clock = clock
+        self._notices = QuietNotices()
+        self._tell = False  # the notices step is wanted after this run
         self._wanted = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
+        self._derived = threading.Event()  # what was submitted is derived (its notices may still run)
+        self._derived.set()
         self._latest: Snapshot | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"derive-{cluster_id}", daemon=True)
         self._thread.start()
 
     def submit(self, snapshot: Snapshot) -> None:
+        """Derive ``snapshot`` (with what came before it) and tell notices; a quiet checkpoint only
+        when derivation is on (its row is derived like any), and tells notices only when a rescan is due."""
+        tell = not quiet(snapshot) or self._notices.due()
+        if not tell and not settings.CLAIMLINE_DERIVE:
+            return  # nothing to do: the checkpoint's row is all it costs
         self._latest = snapshot
+        self._tell = self._tell or tell
+        self._derived.clear()
         self._idle.clear()
         self._wanted.set()
 
     @property
     def idle(self) -> bool:
         return self._idle.is_set()
+
+    @property
+    def derived(self) -> bool:
+        """The batches submitted are derived: the next may be written (notices need not hold it up)."""
+        return self._derived.is_set()
 
     def wait(self, timeout: float) -> bool:
         return self._idle.wait(timeout)
@@ -153,17 +219,20 @@ class DerivationLane:
             if self._stop.is_set():
                 return
             self._wanted.clear()
-            snapshot = self._latest
+            snapshot, tell, self._tell = self._latest, self._tell, False
             try:
                 if settings.CLAIMLINE_DERIVE and snapshot is not None and snapshot.status != Snapshot.Status.FAILED:
                     derive_backlog(self.cluster_id)
-                if snapshot is not None:
+                if not self._wanted.is_set():
+                    self._derived.set()
+                if snapshot is not None and tell:
                     in_process(snapshot, self.clock)
             except Exception:
                 log.exception("deriving the watched batches of cluster %s failed", self.cluster_id)
             finally:
                 close_old_connections()
                 if not self._wanted.is_set():
+                    self._derived.set()
                     self._idle.set()
 
 
@@ -176,10 +245,13 @@ class _CeleryFollowUp:
         self._derived = True
 
     def after_write(self, snapshot: Snapshot) -> None:
-        if snapshot.status != Snapshot.Status.FAILED:
+        if snapshot.status != Snapshot.Status.FAILED and settings.CLAIMLINE_DERIVE:
             derive_after_write(snapshot, inline=False)
-            self.last, self._derived = snapshot, not settings.CLAIMLINE_DERIVE
-        enqueue_scan(snapshot)
+            self.last, self._derived = snapshot, False
+        if not quiet(snapshot):
+            # A quiet checkpoint changes no notice but those that age with time, which beat's periodic
+            # collection task has scanned (claimline.tasks.collect_cluster) while a watcher holds the cluster.
+            enqueue_scan(snapshot)
 
     def ready(self) -> bool:
         if self._derived or self.last is None:
@@ -229,7 +301,7 @@ def make_watcher(
         holder["lane"].submit(snapshot)
 
     def ready() -> bool:
-        return "lane" not in holder or holder["lane"].idle
+        return "lane" not in holder or holder["lane"].derived
 
     def close() -> None:
         if "lane" in holder:
@@ -265,10 +337,18 @@ def watch_cluster(
             continue
         log.info("watching %s (%s)", name, watcher.source)
         failed = False
+        # Blocked on the streams while quiet: a StopSignal wakes the loop; a plain Event is looked at each second.
+        add_waker = getattr(stop, "add_waker", None)
+        if add_waker is not None:
+            add_waker(watcher.wake)
+        cap = 30.0 if add_waker is not None else 1.0
         try:
             watcher.start()
             while not stop.is_set():
-                watcher.pump(0.2)
+                idle = watcher.idle_for(cap)
+                if hold is not None:
+                    idle = min(idle, hold.due_in() + 0.01)
+                watcher.pump(idle)
                 if hold is not None and not hold.keep():
                     log.error("lost the watch lease of %s: another replica watches it; standing by", name)
                     watcher.abandon()
@@ -278,6 +358,8 @@ def watch_cluster(
             log.exception("watching %s failed; starting over", name)
             failed = True
         finally:
+            if add_waker is not None:
+                stop.remove_waker(watcher.wake)  # type: ignore[attr-defined]
             try:
                 watcher.stop(commit=not watcher.abandoned and not failed)
             except Exception:

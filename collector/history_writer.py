@@ -65,6 +65,17 @@ def start_snapshot(cluster: Cluster, at: datetime, source: str, started: datetim
     return Snapshot.objects.create(cluster=cluster, at=at, started=started, source=source[:500])
 
 
+def write_checkpoint(cluster: Cluster, at: datetime, source: str, objects_seen: int) -> Snapshot:
+    """A watch's word that nothing changed up to ``at``: one finished snapshot row that stores nothing
+    (pages and alerts read the newest snapshot's time as the data's age); ``SnapshotOrderError`` when a
+    later snapshot was stored meanwhile."""
+    _check_order(cluster.pk, cluster.name, at)
+    return Snapshot.objects.create(
+        cluster=cluster, at=at, started=at, finished=at, source=source[:500], status=Snapshot.Status.OK,
+        objects_seen=objects_seen,
+    )
+
+
 def fail_snapshot(snapshot: Snapshot, error: str, finished: datetime, objects_seen: int = 0) -> None:
     Snapshot.objects.filter(pk=snapshot.pk).update(
         status=Snapshot.Status.FAILED, error=error[:10000], finished=finished, objects_seen=objects_seen

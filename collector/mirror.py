@@ -15,6 +15,7 @@ touched the object (a relist's time for what the relist changed or found gone).
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterable
@@ -34,10 +35,33 @@ _Key = tuple[str, str]  # namespace, name: how the API names an object within it
 _Subject = tuple[str, str, str]  # how an Event names a claim without its UID (relevance.claim_keys)
 
 
+class _Packer:
+    """zlib with a preset dictionary per kind: the first object of the kind seen. Objects of a kind
+    share most of their keys and values, so each compresses to about half of what it does alone
+    (a Pod: ~290 bytes against ~650), and the mirror holds every watched object."""
+
+    def __init__(self) -> None:
+        self._dictionaries: dict[str, bytes] = {}
+        self._lock = threading.Lock()  # streams hold their kinds' objects in threads of their own
+
+    def pack(self, kind: str, raw: bytes) -> tuple[bytes, bytes]:
+        """``raw`` compressed, and the dictionary it needs to be read again."""
+        dictionary = self._dictionaries.get(kind)
+        if dictionary is None:
+            with self._lock:
+                dictionary = self._dictionaries.setdefault(kind, raw[-_WINDOW:])
+        packer = zlib.compressobj(1, zlib.DEFLATED, 15, 8, zlib.Z_DEFAULT_STRATEGY, dictionary)
+        return packer.compress(raw) + packer.flush(), dictionary
+
+
+_WINDOW = 32768  # zlib reads no more of a dictionary than this
+
+
 @dataclass(slots=True)
 class _Held:
     uid: str
-    packed: bytes  # the object as the API served it, zlib-compressed JSON
+    packed: bytes  # the object as the API served it, zlib-compressed JSON (with ``dictionary``)
+    dictionary: bytes  # its kind's preset dictionary (one object shared by all of the kind)
     base: bool = False  # Pod: kept whatever claims reserve it (it uses claims, is malformed, has no UID)
     extended: bool = False  # Pod: asks for an extended resource the current DeviceClasses serve
     reserves: frozenset[str] = frozenset()  # ResourceClaim: the Pod UIDs in status.reservedFor
@@ -47,7 +71,7 @@ class _Held:
     extended_of: frozenset[str] | None = None  # Pod: the classes' extended resources ``extended`` was told for
 
     def unpack(self) -> Any:
-        return orjson.loads(zlib.decompress(self.packed))
+        return orjson.loads(zlib.decompressobj(zdict=self.dictionary).decompress(self.packed))
 
 
 @dataclass
@@ -84,6 +108,7 @@ class Mirror:
 
     def __init__(self, stored: dict[str, dict[str, tuple[str, str, str]]] | None = None) -> None:
         self.objects: dict[str, dict[_Key, _Held]] = {kind: {} for kind in KINDS}
+        self._packer = _Packer()
         self._by_uid: dict[str, dict[str, _Key]] = {kind: {} for kind in KINDS}
         self.synced: set[str] = set()  # kinds listed at least once
         self.written: dict[str, dict[str, tuple[str, str, str]]] = {kind: {} for kind in KINDS}
@@ -149,7 +174,7 @@ class Mirror:
         self.events_seen += 1
 
     def _hold(self, kind: str, obj: Any) -> _Held:
-        held = _Held(_uid(obj), zlib.compress(orjson.dumps(obj), 1))
+        held = _Held(_uid(obj), *self._packer.pack(kind, orjson.dumps(obj)))
         if kind == "Pod":
             held.base = bool(pods_reserved_or_using_claims([obj], set()))
             extended = self._extended

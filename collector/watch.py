@@ -55,6 +55,7 @@ log = logging.getLogger("claimline.collector")
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _TICK = timedelta(microseconds=1)
+_READY_POLL = 0.2  # how often a due batch or checkpoint asks again whether the last derivation is done
 
 
 @dataclass
@@ -94,7 +95,7 @@ class _Stopped(Exception):
 @dataclass
 class _Message:
     kind: str
-    what: str  # event, list, alive, failed
+    what: str  # event, list, alive, failed, wake (nothing: a blocked pump returns)
     at: datetime
     event_type: str = ""
     obj: Any = None
@@ -389,6 +390,7 @@ class Watcher:
         self._last_failure_record = 0.0
         self.abandoned = False  # stopped without storing what it holds (its lease was lost)
         self._listed = False
+        self._in_step = False  # the first batch after the lists (what changed while not watching) is stored
         self._started = time.monotonic()
 
     # -- what the threads call
@@ -439,10 +441,31 @@ class Watcher:
         self.start()
         try:
             while not until.is_set() and not self.stopping.is_set():
-                self.pump(0.2)
+                self.pump(self.idle_for(cap=1.0))
                 self.step()
         finally:
             self.stop(commit=not self.abandoned)
+
+    def wake(self) -> None:
+        """Make a ``pump`` blocked on the streams return now (to stop, say)."""
+        self.queue.put(_Message("", "wake", self.clock()))
+
+    def idle_for(self, cap: float = 30.0) -> float:
+        """How long ``pump`` may block before ``step`` has something due: nothing wakes the loop while
+        the cluster is quiet but a message, the next checkpoint or a batch's time (at most ``cap``)."""
+        s = self.settings
+        now = time.monotonic()
+        if self._pending_since is not None and self.synced:
+            left = self._pending_since + s.batch_seconds - now
+            # due: waiting for the last derivation (``ready`` has no signal), looked at again soon
+            return min(cap, left) if left > 0 else min(cap, _READY_POLL)
+        if not self.synced:
+            return cap
+        if self.failing:
+            left = max(self._last_write, self._last_failure_record) + s.checkpoint - now
+        else:
+            left = self._last_write + s.checkpoint - now
+        return min(cap, max(left, _READY_POLL))
 
     def abandon(self) -> None:
         """Stop without storing anything more: another process took the cluster over."""
@@ -459,7 +482,9 @@ class Watcher:
             return 0
         while True:
             handled += 1
-            if message.what == "failed":
+            if message.what == "wake":
+                pass
+            elif message.what == "failed":
                 self.failing[message.kind] = message.error
             else:
                 self.failing.pop(message.kind, None)
@@ -469,7 +494,8 @@ class Watcher:
                     self.mirror.replace_held(message.kind, message.held, message.at)
                 if message.what in ("event", "list") and self._pending_since is None:
                     self._pending_since = time.monotonic()
-            self.on_activity()
+            if message.what != "wake":
+                self.on_activity()
             if not self._listed and self.synced:
                 self._listed = True
                 log.info("%s: every kind listed (%.1fs); watching", self.cluster_name, time.monotonic() - self._started)
@@ -524,6 +550,7 @@ class Watcher:
         self._pending_since = None
         if not batch.changes and not batch.problems and not checkpoint:
             self.mirror.committed(batch)  # looked at, nothing history keeps changed
+            self._caught_up(batch)
             return None
         if not self.synced:
             return None
@@ -531,10 +558,14 @@ class Watcher:
         if self.last_at is not None and at <= self.last_at:
             at = self.last_at + _TICK
         try:
-            snapshot = history.start_snapshot(self.cluster, at, f"watch {self.source}", started=self.clock())
             objects_seen = self.mirror.kept_count() + _net_change(self.mirror, batch)
-            history.write_changes(snapshot, batch.changes, finished=self.clock(), problems=batch.problems,
-                                  objects_seen=objects_seen)
+            if not batch.changes and not batch.problems:
+                # nothing changed: one row says the cluster was seen as of now
+                snapshot = history.write_checkpoint(self.cluster, at, f"watch {self.source}", objects_seen)
+            else:
+                snapshot = history.start_snapshot(self.cluster, at, f"watch {self.source}", started=self.clock())
+                history.write_changes(snapshot, batch.changes, finished=self.clock(), problems=batch.problems,
+                                      objects_seen=objects_seen)
         except (DatabaseError, history.SnapshotOrderError) as exc:
             log.error("storing a watched batch of %s failed: %s", self.cluster_name, exc)
             self._pending_since = time.monotonic()  # kept pending: taken again with what arrives
@@ -544,11 +575,17 @@ class Watcher:
                 )
             return None
         self.mirror.committed(batch)
+        self._caught_up(batch)
         self.last_at = at
         self.last_snapshot = snapshot
         self._last_write = time.monotonic()
         self.after_write(snapshot)
         return snapshot
+
+    def _caught_up(self, batch: Batch) -> None:
+        if not self._in_step and self.synced:
+            self._in_step = True
+            log.info("%s: in step with history (%d changes stored)", self.cluster_name, len(batch.changes))
 
     def _record_failure(self) -> None:
         assert self.cluster is not None

@@ -51,6 +51,7 @@ import orjson
 import yaml
 
 from demo import fake_tables as tables
+from demo.fake_churn import ChurnPlayer
 from demo.fake_selectors import Matcher, SelectorError, combined, field_matcher, label_matcher
 from demo.fake_tables import wants_table
 from demo.pki import ServingPki, serving_pki
@@ -268,6 +269,9 @@ class FakeCluster:
         self._rv = 0
         self._live: dict[str, dict[_Key, _Entry]] = {r.name: {} for r in RESOURCES}
         self._sorted: dict[str, list[_Entry]] = {r.name: [] for r in RESOURCES}
+        # The lists as of the resourceVersions before recent in-place changes: a paged list started before
+        # one goes on from where it was, as kube-apiserver serves a continue token until etcd compacts.
+        self._before: dict[int, dict[str, list[_Entry]]] = {}
         self._log: list[Change] = []
         self._compacted = 0
         with self._lock:
@@ -338,6 +342,60 @@ class FakeCluster:
             if i == self._stage:
                 self._apply(i)
 
+    def apply_objects(self, upserts: Iterable[dict[str, Any]], deletes: Iterable[tuple[str, str, str]]) -> list[Change]:
+        """Change some objects in place, as clients writing to the API server do (a churn between stages):
+        each of ``upserts`` is added or replaced (a new UID under a known name: deleted, then added), each
+        of ``deletes`` (kind, namespace, name) removed (one in both is removed). Each change takes the next
+        resourceVersion; the changes made, in order. The current stage's object list is left as it was."""
+        targets = _stage_targets(upserts)
+        gone: dict[str, set[_Key]] = {r.name: set() for r in RESOURCES}
+        for kind, namespace, name in deletes:
+            res = BY_KIND.get(kind)
+            if res is not None:
+                gone[res.name].add((namespace if res.namespaced else "", name, 0))
+        changes: list[Change] = []
+        with self._lock:
+            self._before[self._rv] = dict(self._sorted)
+            while len(self._before) > KEPT_LISTS:
+                del self._before[min(self._before)]
+            for res in RESOURCES:
+                live, target = self._live[res.name], targets[res.name]
+                if not target and not gone[res.name]:
+                    continue
+                for key in sorted(gone[res.name]):
+                    old = live.pop(key, None)
+                    if old is not None:
+                        changes.append(self._deleted(res.name, old))
+                for key, (full, digest, uid) in target.items():
+                    entry = live.get(key)
+                    if key in gone[res.name] or (entry is not None and entry.digest == digest):
+                        continue  # deleted in the same breath, or unchanged
+                    if entry is not None and entry.uid != uid:
+                        changes.append(self._deleted(res.name, entry))
+                        entry = None
+                    self._rv += 1
+                    new = _stamped(full, self._rv, digest, uid)
+                    changes.append(Change(self._rv, res.name, "ADDED" if entry is None else "MODIFIED", entry, new))
+                    live[key] = new
+                self._sorted[res.name] = [live[k] for k in sorted(live)]
+            if not changes:
+                self._rv += 1
+            self._record(changes)
+            self._changed.notify_all()
+        return changes
+
+    def _record(self, changes: list[Change]) -> None:
+        """Keep ``changes`` for watches (lock held): the last ``window`` of them."""
+        self._log.extend(changes)
+        if len(self._log) > self.window:
+            dropped = len(self._log) - self.window
+            self._compacted = self._log[dropped - 1].rv
+            del self._log[:dropped]
+
+    def _deleted(self, resource: str, old: _Entry) -> Change:
+        self._rv += 1
+        return Change(self._rv, resource, "DELETED", old, _stamped(old.obj, self._rv, old.digest, old.uid))
+
     def compact(self) -> None:
         """Forget every change so far, as etcd's compaction does: watches from before now get 410."""
         with self._lock:
@@ -355,6 +413,11 @@ class FakeCluster:
         response is consistent: the lists are replaced, never changed, when the state moves."""
         with self._lock:
             return self._stage, self._rv, dict(self._sorted)
+
+    def lists_at(self, rv: int) -> dict[str, list[_Entry]] | None:
+        """The entries by resource as of ``rv`` when in-place changes moved the cluster on since (None: gone)."""
+        with self._lock:
+            return self._before.get(rv)
 
     def changes_after(self, rv: int) -> tuple[list[Change], int]:
         """The changes after ``rv`` and the current resourceVersion; ``Gone`` when they were compacted."""
@@ -374,6 +437,7 @@ class FakeCluster:
 
     def _apply(self, i: int, record: bool = True) -> None:
         """Make stage ``i`` the live state (lock held): a change per object that differs."""
+        self._before.clear()  # another stage: continue tokens of lists before it expire
         targets = _stage_targets(self._stages[i])
         before = self._rv
         changes: list[Change] = []
@@ -402,12 +466,11 @@ class FakeCluster:
         if self._rv == before and record:
             self._rv += 1  # another stage: continue tokens of lists before it expire
         if record:
-            self._log.extend(changes)
-            if len(self._log) > self.window:
-                dropped = len(self._log) - self.window
-                self._compacted = self._log[dropped - 1].rv
-                del self._log[:dropped]
+            self._record(changes)
         self._changed.notify_all()
+
+
+KEPT_LISTS = 64  # in-place changes whose earlier lists a continue token may still page through
 
 
 def _load_documents(file: Path) -> list[Any]:
@@ -656,7 +719,7 @@ class _Handler(BaseHTTPRequestHandler):
                 data = b"%x\r\n%s\r\n" % (len(chunk), chunk)
                 self.wfile.write(data)
                 self.wfile.flush()
-                fake._sent(len(data))
+                fake._sent(len(data), watch=True)
             if stream.cancel.is_set():
                 # dropped: no last chunk, the client sees the connection break mid-stream
                 self.close_connection = True
@@ -722,6 +785,8 @@ class FakeApiServer:
         self.clock = clock or (lambda: datetime.now(UTC))  # ages in Table answers
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.bytes_sent = 0  # response bodies (and chunk framing) written, for cost measurements
+        self.watch_bytes_sent = 0  # of which on watches (a watcher's share, where a poller lists alongside)
+        self.churn: ChurnPlayer | None = None
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         self._conns: set[socket.socket] = set()
@@ -790,9 +855,11 @@ class FakeApiServer:
             else:
                 self._conns.discard(conn)
 
-    def _sent(self, n: int) -> None:
+    def _sent(self, n: int, watch: bool = False) -> None:
         with self._lock:
             self.bytes_sent += n
+            if watch:
+                self.watch_bytes_sent += n
 
     def _watching(self, conn: socket.socket, cancel: threading.Event, add: bool) -> None:
         with self._lock:
@@ -1179,7 +1246,14 @@ class FakeApiServer:
             if data["resource"] != res.name or data["ns"] != (namespace or ""):
                 return _error(400, "continue key is not valid: the token was issued for a different list")
             if data["rv"] != generation:
-                return _error(410, EXPIRED_MESSAGE)
+                earlier = self.cluster.lists_at(data["rv"]) if data["stage"] == stage else None
+                if earlier is None:
+                    return _error(410, EXPIRED_MESSAGE)
+                generation, entries = data["rv"], earlier[res.name]  # the list as it was when it started
+                if namespace is not None:
+                    entries = [e for e in entries if e.namespace == namespace]
+                if selects is not None:
+                    entries = [e for e in entries if selects(e.obj)]
             offset = data["offset"]
 
         end = len(entries) if limit <= 0 else min(offset + limit, len(entries))
@@ -1232,6 +1306,20 @@ class FakeApiServer:
         if path == "/_fake/compact" and method == "POST":
             self.cluster.compact()
             return _json({"compacted": self.cluster.compacted})
+        if path == "/_fake/churn" and method == "POST":
+            file = payload.get("file") if isinstance(payload, dict) else None
+            if not isinstance(file, str):
+                return _json({"error": 'body must be {"file": <path of a churn schedule>}'}, 400)
+            if self.churn is not None:
+                self.churn.stop()
+            try:
+                self.churn = ChurnPlayer.from_file(self.cluster, file)
+            except (OSError, ValueError) as exc:
+                return _json({"error": f"cannot play {file}: {exc}"}, 400)
+            self.churn.start()
+            return _json({"steps": len(self.churn.steps)})
+        if path == "/_fake/churn" and method == "GET":
+            return _json(self.churn.report() if self.churn is not None else {"steps": 0, "applied": 0, "changes": []})
         if path == "/_fake/drop-watches" and method == "POST":
             return _json({"dropped": self.drop_watches()})
         if path == "/_fake/faults" and method == "DELETE":
@@ -1244,6 +1332,7 @@ class FakeApiServer:
             faults = [f.to_json() for f in self._faults]
             count = len(self.requests)
             recent = [list(r) for r in self.requests[-100:]]
+            recent_all = list(self.requests)
         return {
             "stage": self.cluster.stage,
             "stages": self.cluster.stage_count,
@@ -1251,6 +1340,8 @@ class FakeApiServer:
             "compacted": str(self.cluster.compacted),
             "watches": self.watch_count,
             "bytes_sent": self.bytes_sent,
+            "watch_bytes_sent": self.watch_bytes_sent,
+            "watch_requests": sum(1 for r in recent_all if _is_watch(r[2])),
             "faults": faults,
             "request_count": count,
             "requests": recent,

@@ -37,7 +37,8 @@ SCRIPTS: dict[str, tuple[list[str], str]] = {
     "worker_memory.py": (["--nodes", "4", "--snapshots", "2"], "rss_mb"),
     "layer_storage.py": (["--nodes", "4", "--hours", "2"], "layer_vs_history"),
     "import_memory.py": (["--namespaces-mb", "0.05", "--pods-mb", "0.05"], "rss_vs_input"),
-    "watch_cost.py": (["--nodes", "4", "--minutes", "0.1", "--interval", "2"], "watch_vs_poll_cpu"),
+    # churning: both modes, the server's churn, latency, versions compared, derivation backlog
+    "watch_cost.py": (["--nodes", "4", "--minutes", "0.3", "--interval", "2", "--churn", "60"], "watch_vs_poll_cpu"),
     "read_cost.py": (["--nodes", "4", "--hours", "2", "--repeat", "1"], "state_unmarked_slower"),
 }
 TIMEOUT_S = 240
@@ -138,6 +139,15 @@ def test_views_bench_prints_a_growth_row_for_every_endpoint(runs: dict[str, Run]
     table = [line for line in stdout.splitlines() if line.startswith("| ")]
     assert table[0].startswith("| endpoint | 4 cold | 4 p50 | 4 p95 | 8 cold")
     assert len(table) == len(endpoints) + 1
+
+
+def test_watch_cost_stores_the_same_versions_both_ways(runs: dict[str, Run]) -> None:
+    returncode, stdout, stderr = runs["watch_cost.py"].finish()
+    assert returncode == 0, stderr[-4000:]
+    result = next(line for line in _json_lines(stdout) if "watch_vs_poll_cpu" in line)
+    assert result["objects_changed_by_server"] > 0 and result["watch"]["versions"] > 0, result
+    assert result["versions_identical"], result
+    assert result["watch"]["latency"]["n"] > 0 and result["watch"]["backlog_at_end"] is not None
 
 
 def test_derived_cost_derives_a_stored_history_again(runs: dict[str, Run], tmp_path: Path) -> None:

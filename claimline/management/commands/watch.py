@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from claimline.watching import watch_cluster
+from claimline.watching import StopSignal, watch_cluster
 from collector.management.commands._clusters import configured_names
 
 
@@ -30,7 +30,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: Any) -> None:
         names = configured_names(options["cluster"])
-        stop = threading.Event()
+        stop = StopSignal()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         alive_dir = options["alive_dir"] or settings.CLAIMLINE_WATCH_ALIVE_DIR
