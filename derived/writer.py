@@ -40,6 +40,7 @@ from django.db import transaction
 from collector.history_reader import STORED, StoredHistory, group_member_versions, live_containing, readable
 from collector.models import Cluster, ObjectVersion, Snapshot
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
+from derived.derivation_lock import lock_derivations_of
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
 from derived.documents import Packer
 from derived.event_lookups import forget_event_subjects_from, write_event_subjects
@@ -105,8 +106,7 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
     if snapshot.status not in USABLE:
         return None
     with transaction.atomic():
-        # One derivation per cluster at a time: a collection's and a rebuild's would interleave rows.
-        Cluster.objects.select_for_update().filter(pk=snapshot.cluster_id).first()
+        lock_derivations_of(snapshot.cluster_id)  # one at a time, beside the history writes (derivation_lock)
         done = DerivedSnapshot.objects.filter(snapshot=snapshot).first()
         if done is not None and done.version == DOMAIN_VERSION:
             return Derivation(snapshot.pk, done.full, done.pods_derived, 0)
@@ -539,7 +539,7 @@ def _row(
 def forget_from(cluster: Cluster, at: datetime) -> None:
     """Drop what was derived from snapshots at or after ``at`` (rebuild-derived recomputes it)."""
     with transaction.atomic():
-        Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
+        lock_derivations_of(cluster.pk)
         for model in VERSIONED:
             model.objects.filter(cluster=cluster, valid_from__gte=at).delete()
             model.objects.filter(cluster=cluster, valid_to__gte=at).update(valid_to=None)

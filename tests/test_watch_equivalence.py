@@ -74,8 +74,10 @@ def derived_rows(cluster: str) -> dict[str, list[bytes]]:
     for model in apps.get_app_config("derived").get_models():
         if model is DocumentDictionary:
             continue
-        fields = [f for f in model._meta.concrete_fields if f.name not in SKIPPED_FIELDS]
-        rows = model.objects.filter(cluster__name=cluster).select_related()
+        fields = [f for f in model._meta.concrete_fields if f.name not in SKIPPED_FIELDS | {"overview"}]
+        # A rendering's parts belong to the cluster through their rendering (OverviewNamespace).
+        owner = "cluster__name" if any(f.name == "cluster" for f in model._meta.fields) else "overview__cluster__name"
+        rows = model.objects.filter(**{owner: cluster}).select_related()
         out[model.__name__] = sorted(
             orjson.dumps({f.name: row_value(row, f) for f in fields}, option=orjson.OPT_SORT_KEYS) for row in rows
         )
