@@ -185,13 +185,15 @@ CLAIMLINE_COLLECT_MODE = os.environ.get("CLAIMLINE_COLLECT_MODE", "watch")
 if CLAIMLINE_COLLECT_MODE not in ("watch", "poll"):
     raise ImproperlyConfigured(f"CLAIMLINE_COLLECT_MODE must be 'watch' or 'poll', got {CLAIMLINE_COLLECT_MODE!r}")
 # A watch's server-side timeoutSeconds (each is jittered up to twice as long); a batch of changes is
-# written this many seconds after its first change, or after this many events, and waits at most
-# CLAIMLINE_WATCH_MAX_DELAY for the derivation of the one before. While nothing changes, an empty
+# written this many seconds after its first change, or after this many events, never waiting for the
+# derivation (the next one covers every batch stored meanwhile). While nothing changes, an empty
 # snapshot every CLAIMLINE_COLLECT_INTERVAL says the cluster was seen (pages read its age).
 CLAIMLINE_WATCH_TIMEOUT = env_int("CLAIMLINE_WATCH_TIMEOUT", 300, minimum=1)
 CLAIMLINE_WATCH_BATCH_SECONDS = env_float("CLAIMLINE_WATCH_BATCH_SECONDS", 1.0, minimum=0.0)
 CLAIMLINE_WATCH_BATCH_EVENTS = env_int("CLAIMLINE_WATCH_BATCH_EVENTS", 1000, minimum=1)
-CLAIMLINE_WATCH_MAX_DELAY = env_float("CLAIMLINE_WATCH_MAX_DELAY", 30.0, minimum=0.0)
+# A page about now reads the newest derived snapshot while the derivation catches up with the newest
+# stored one, when it is at most this many seconds older (derived.current); else history answers.
+CLAIMLINE_READ_DERIVED_WITHIN = env_int("CLAIMLINE_READ_DERIVED_WITHIN", 120, minimum=0)
 # The watcher's hold on a cluster (a Redis lock, renewed every third of this): a replica that dies is
 # replaced by a standby after at most this long.
 CLAIMLINE_WATCH_LEASE = env_int("CLAIMLINE_WATCH_LEASE", 30, minimum=3)

@@ -1,10 +1,11 @@
 """The long-running watch of a cluster: ``collector.watch`` writes batches, then each is derived and told
 to notices, as a collection is (``claimline.pipeline``).
 
-Derivation is coalesced: a batch waits (up to ``CLAIMLINE_WATCH_MAX_DELAY``) while the one before it
-is being derived, so a burst of changes lands as one snapshot and costs one derivation. In process
-(``CLAIMLINE_SCHEDULER=in-process``: ``serve``) a thread of this process derives; with Celery a
-``derived.tasks.derive_cluster`` task does, and the batch waits for its ``DerivedSnapshot``.
+Storing never waits for derivation: every batch is stored when due (a transition is in history within
+about ``CLAIMLINE_WATCH_BATCH_SECONDS`` of its arrival), and the derivation behind it is coalesced:
+each covers every batch stored since the last one (``derived.pipeline.derive_backlog``), so a burst
+costs one derivation. In process (``CLAIMLINE_SCHEDULER=in-process``: ``serve``) a thread of this
+process derives; with Celery a ``derived.tasks.derive_cluster`` task does.
 
 Across replicas one watcher holds a cluster: a lease in Redis (the collection lock's key, so Celery
 beat's fallback collection skips the cluster meanwhile), renewed every third of its time; a replica
@@ -34,7 +35,6 @@ from collector.locks import REDIS_TIMEOUT
 from collector.models import Snapshot
 from collector.watch import Watcher, WatchSettings
 from demo.source import demo_kubeconfig, replay_demo_history
-from derived.models import DerivedSnapshot
 from derived.pipeline import derive_after_write, derive_backlog
 from notify.hooks import in_process
 from notify.tasks import enqueue_scan
@@ -159,7 +159,7 @@ class QuietNotices:
 
 class DerivationLane:
     """This process's derivation of one cluster's batches, in a thread: each ``submit`` asks for the
-    backlog to be derived (one run covers every batch written meanwhile), then notices."""
+    backlog to be derived (one derivation covers every batch written meanwhile), then notices."""
 
     def __init__(self, cluster_id: int, clock: Callable[[], datetime]) -> None:
         self.cluster_id = cluster_id
@@ -169,8 +169,6 @@ class DerivationLane:
         self._wanted = threading.Event()
         self._idle = threading.Event()
         self._idle.set()
-        self._derived = threading.Event()  # what was submitted is derived (its notices may still run)
-        self._derived.set()
         self._latest: Snapshot | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"derive-{cluster_id}", daemon=True)
@@ -184,18 +182,12 @@ class DerivationLane:
             return  # nothing to do: the checkpoint's row is all it costs
         self._latest = snapshot
         self._tell = self._tell or tell
-        self._derived.clear()
         self._idle.clear()
         self._wanted.set()
 
     @property
     def idle(self) -> bool:
         return self._idle.is_set()
-
-    @property
-    def derived(self) -> bool:
-        """The batches submitted are derived: the next may be written (notices need not hold it up)."""
-        return self._derived.is_set()
 
     def wait(self, timeout: float) -> bool:
         return self._idle.wait(timeout)
@@ -223,8 +215,6 @@ class DerivationLane:
             try:
                 if settings.CLAIMLINE_DERIVE and snapshot is not None and snapshot.status != Snapshot.Status.FAILED:
                     derive_backlog(self.cluster_id)
-                if not self._wanted.is_set():
-                    self._derived.set()
                 if snapshot is not None and tell:
                     in_process(snapshot, self.clock)
             except Exception:
@@ -232,35 +222,18 @@ class DerivationLane:
             finally:
                 close_old_connections()
                 if not self._wanted.is_set():
-                    self._derived.set()
                     self._idle.set()
 
 
-class _CeleryFollowUp:
-    """With Celery: queue each batch's derivation and notices; a batch waits for the last one's derivation."""
-
-    def __init__(self) -> None:
-        self.last: Snapshot | None = None
-        self._checked = 0.0
-        self._derived = True
-
-    def after_write(self, snapshot: Snapshot) -> None:
-        if snapshot.status != Snapshot.Status.FAILED and settings.CLAIMLINE_DERIVE:
-            derive_after_write(snapshot, inline=False)
-            self.last, self._derived = snapshot, False
-        if not quiet(snapshot):
-            # A quiet checkpoint changes no notice but those that age with time, which beat's periodic
-            # collection task has scanned (claimline.tasks.collect_cluster) while a watcher holds the cluster.
-            enqueue_scan(snapshot)
-
-    def ready(self) -> bool:
-        if self._derived or self.last is None:
-            return True
-        now = time.monotonic()
-        if now - self._checked >= 0.5:
-            self._checked = now
-            self._derived = DerivedSnapshot.objects.filter(snapshot=self.last).exists()
-        return self._derived
+def celery_after_write(snapshot: Snapshot) -> None:
+    """With Celery: queue the backlog's derivation (a worker already deriving it takes this batch in its
+    next round) and the notices of a batch that changed something."""
+    if snapshot.status != Snapshot.Status.FAILED and settings.CLAIMLINE_DERIVE:
+        derive_after_write(snapshot, inline=False)
+    if not quiet(snapshot):
+        # A quiet checkpoint changes no notice but those that age with time, which beat's periodic
+        # collection task has scanned (claimline.tasks.collect_cluster) while a watcher holds the cluster.
+        enqueue_scan(snapshot)
 
 
 def watch_settings() -> WatchSettings:
@@ -271,7 +244,6 @@ def watch_settings() -> WatchSettings:
         max_retries=settings.CLAIMLINE_MAX_RETRIES,
         batch_seconds=settings.CLAIMLINE_WATCH_BATCH_SECONDS,
         batch_events=settings.CLAIMLINE_WATCH_BATCH_EVENTS,
-        max_delay=settings.CLAIMLINE_WATCH_MAX_DELAY,
         checkpoint=float(settings.CLAIMLINE_COLLECT_INTERVAL),
     )
 
@@ -290,8 +262,7 @@ def make_watcher(
     api = api_client_for(source, kubeconfig, pool_size=2 * len(RESOURCE_TYPES))
     where = f"api {api.configuration.host} ({source.describe()})"
     if settings.CLAIMLINE_SCHEDULER == "celery":
-        follow = _CeleryFollowUp()
-        watcher = Watcher(name, api, where, clock, watch_settings(), follow.after_write, follow.ready, alive)
+        watcher = Watcher(name, api, where, clock, watch_settings(), celery_after_write, alive)
         return watcher, lambda: None
     holder: dict[str, DerivationLane] = {}
 
@@ -300,14 +271,11 @@ def make_watcher(
             holder["lane"] = DerivationLane(snapshot.cluster_id, clock)
         holder["lane"].submit(snapshot)
 
-    def ready() -> bool:
-        return "lane" not in holder or holder["lane"].derived
-
     def close() -> None:
         if "lane" in holder:
             holder["lane"].close()
 
-    return Watcher(name, api, where, clock, watch_settings(), after_write, ready, alive), close
+    return Watcher(name, api, where, clock, watch_settings(), after_write, alive), close
 
 
 def watch_cluster(

@@ -345,7 +345,7 @@ class StoredHistory:
         return uids_named(self.cluster, kind, namespace, name, self._as_of)
 
     def deleted(self, kind: str) -> dict[str, tuple[datetime, Object]]:
-        return _deleted(self._rows().filter(valid_from__lte=self._as_of), kind)
+        return _deleted(self._rows().filter(valid_from__lte=self._as_of), kind, self._as_of)
 
     def all_versions(self, kind: str, since: datetime | None = None) -> dict[str, list[Version]]:
         rows = self._rows().filter(kind=kind, valid_from__lte=self._as_of)
@@ -406,10 +406,12 @@ def standing_in(rows: Any, kind: str, unreadable: dict[str, datetime]) -> dict[s
     return out
 
 
-def _deleted(rows: Any, kind: str) -> dict[str, tuple[datetime, Object]]:
-    """``HistoryView.deleted`` over ``rows`` (one cluster's versions up to the asked time): the
-    deletions are heads, and only the version each one ended is decoded."""
-    gone = dict(rows.filter(kind=kind, deleted=True, valid_to__isnull=True).values_list("uid", "valid_from"))
+def _deleted(rows: Any, kind: str, as_of: datetime) -> dict[str, tuple[datetime, Object]]:
+    """``HistoryView.deleted`` over ``rows`` (one cluster's versions up to ``as_of``): the deletions
+    valid at ``as_of`` (one an object's return ended later still counts before it), and only the
+    version each one ended is decoded."""
+    standing = Q(valid_to__isnull=True) | Q(valid_to__gt=as_of)
+    gone = dict(rows.filter(standing, kind=kind, deleted=True).values_list("uid", "valid_from"))
     out: dict[str, tuple[datetime, Object]] = {}
     unreadable: dict[str, datetime] = {}
     uids = sorted(gone)

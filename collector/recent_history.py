@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime
 
 from django.conf import settings
@@ -32,10 +33,26 @@ def open_history(cluster_name: str | Cluster | None, as_of: str | datetime | Non
     except ValueError as exc:
         raise ReadError(str(exc)) from None
     try:
-        snapshot, at = latest_snapshot(cluster, when)
+        snapshot, at = latest_snapshot(cluster, when) if when is not None else current_snapshot(cluster)
     except NoSnapshot as exc:
         raise ReadError(str(exc)) from None
     return _recent_history(cluster, snapshot, at)
+
+
+# How a request about now picks its snapshot among the newest ones: installed by a layer above
+# (``derived`` reads its newest derived snapshot while the derivation catches up: ``derived.current``).
+NowReader = Callable[[Cluster, tuple[int, datetime]], tuple[int, datetime]]
+_read_now: list[NowReader] = []
+
+
+def read_now_with(pick: NowReader) -> None:
+    _read_now[:] = [pick]
+
+
+def current_snapshot(cluster: Cluster) -> tuple[int, datetime]:
+    """The snapshot (key, time) a request about now reads; raises ``NoSnapshot`` when there is none."""
+    newest = latest_snapshot(cluster)
+    return _read_now[0](cluster, newest) if _read_now else newest
 
 
 # History as of one snapshot never changes (later snapshots only close versions after it,

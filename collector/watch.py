@@ -9,8 +9,8 @@ exponentially with jitter; every request has a connect and a read timeout.
 
 The ``Watcher`` applies what the threads report, in order, to a ``Mirror`` (the relevance filter and
 the normalizer a collection uses) and writes what changed for history as one snapshot per batch: a
-second after its first change, or sooner after ``batch_events``, later while ``ready`` says the
-derivation of the last batch is still running (at most ``max_delay``). Such a snapshot covers only
+second after its first change, or sooner after ``batch_events``, whatever the derivation behind it
+is doing (the next derivation covers every batch stored meanwhile). Such a snapshot covers only
 the objects it names (``history_writer.write_changes``), each valid from its change's arrival; a
 relist that misses an object records it deleted at the relist's time. While every watch is
 healthy and nothing changes, an empty snapshot marks every ``checkpoint`` seconds that the cluster
@@ -55,7 +55,7 @@ log = logging.getLogger("claimline.collector")
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 _TICK = timedelta(microseconds=1)
-_READY_POLL = 0.2  # how often a due batch or checkpoint asks again whether the last derivation is done
+_DUE_AGAIN = 0.2  # a due write (a batch whose store failed, a checkpoint) is looked at again at most this often
 
 
 @dataclass
@@ -66,7 +66,6 @@ class WatchSettings:
     max_retries: int = 3  # of a list's page, as a collection retries
     batch_seconds: float = 1.0
     batch_events: int = 1000
-    max_delay: float = 30.0  # a batch waits at most this long for the derivation of the last one
     checkpoint: float = 30.0
     backoff: float = 0.5
     max_backoff: float = 30.0
@@ -206,8 +205,12 @@ class _KindStream(threading.Thread):
                 w.streaming = False
         s = w.settings
         reader = ClusterReader(
-            w.api, page_size=s.page_size, timeout=s.request_timeout, max_retries=s.max_retries,
-            sleep=self._sleep, backoff=s.backoff,
+            w.api,
+            page_size=s.page_size,
+            timeout=s.request_timeout,
+            max_retries=s.max_retries,
+            sleep=self._sleep,
+            backoff=s.backoff,
         )
         assert w.mirror is not None
         held: dict[Any, Any] = {}
@@ -239,14 +242,19 @@ class _KindStream(threading.Thread):
         else:
             params.append(("resourceVersion", rv))
         method, url, headers, _body, _post = w.api.param_serialize(
-            "GET", self.served.list_path, query_params=params, header_params={"Accept": "application/json"},
+            "GET",
+            self.served.list_path,
+            query_params=params,
+            header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
         if w.stopping.is_set():
             raise _Stopped
         w.count_requests(1)
         response = w.api.call_api(
-            method, url, header_params=headers,
+            method,
+            url,
+            header_params=headers,
             _request_timeout=(min(s.request_timeout, 10.0), timeout + s.request_timeout),
         )
         raw = response.response
@@ -276,8 +284,10 @@ class _KindStream(threading.Thread):
         if status == 401:
             raise CollectionError(f"{what}: unauthorized (401): the API server rejected the credentials")
         if status == 403:
-            raise CollectionError(f"{what}: forbidden (403): the account may not watch {self.rt.plural}; "
-                                  "grant list/watch on it (deploy/rbac.yaml)")
+            raise CollectionError(
+                f"{what}: forbidden (403): the account may not watch {self.rt.plural}; "
+                "grant list/watch on it (deploy/rbac.yaml)"
+            )
         raise CollectionError(f"{what}: API server answered {status} {_status_message(data)}")
 
     def _events(self, raw: Any, initial: bool) -> None:
@@ -347,8 +357,8 @@ class Watcher:
     """One cluster's watches and the batches they write (see the module docstring).
 
     ``after_write(snapshot)`` runs after each stored batch (the pipeline derives it and tells
-    notices); ``ready()`` says whether the last batch's derivation is done (batches wait for it, to
-    coalesce a burst into one derivation); ``on_activity()`` runs on every message from the API
+    notices; it must not wait for the derivation: the next covers every batch stored meanwhile);
+    ``on_activity()`` runs on every message from the API
     (a liveness signal).
     """
 
@@ -360,7 +370,6 @@ class Watcher:
         clock: Callable[[], datetime],
         settings: WatchSettings | None = None,
         after_write: Callable[[Snapshot], None] = lambda _s: None,
-        ready: Callable[[], bool] = lambda: True,
         on_activity: Callable[[], None] = lambda: None,
         rng: random.Random | None = None,
     ) -> None:
@@ -370,7 +379,6 @@ class Watcher:
         self.clock = clock
         self.settings = settings or WatchSettings()
         self.after_write = after_write
-        self.ready = ready
         self.on_activity = on_activity
         self.rng = rng or random.Random()  # noqa: S311 - jitter, not secrets
         self.stopping = threading.Event()
@@ -414,7 +422,9 @@ class Watcher:
         self.mirror = Mirror(stored_heads(self.cluster))
         self.last_at = (
             Snapshot.objects.filter(cluster=self.cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
-            .order_by("-at").values_list("at", flat=True).first()
+            .order_by("-at")
+            .values_list("at", flat=True)
+            .first()
         )
         self._last_write = self._started = time.monotonic()
         self._streams = [_KindStream(self, rt) for rt in RESOURCE_TYPES]
@@ -457,15 +467,14 @@ class Watcher:
         now = time.monotonic()
         if self._pending_since is not None and self.synced:
             left = self._pending_since + s.batch_seconds - now
-            # due: waiting for the last derivation (``ready`` has no signal), looked at again soon
-            return min(cap, left) if left > 0 else min(cap, _READY_POLL)
+            return min(cap, left) if left > 0 else 0.0
         if not self.synced:
             return cap
         if self.failing:
             left = max(self._last_write, self._last_failure_record) + s.checkpoint - now
         else:
             left = self._last_write + s.checkpoint - now
-        return min(cap, max(left, _READY_POLL))
+        return min(cap, max(left, _DUE_AGAIN))
 
     def abandon(self) -> None:
         """Stop without storing anything more: another process took the cluster over."""
@@ -530,13 +539,13 @@ class Watcher:
             waited = now - self._pending_since
             assert self.mirror is not None
             full = self.mirror.events_seen >= s.batch_events
-            if (waited >= s.batch_seconds or full) and (full or waited >= s.max_delay or self.ready()):
+            if waited >= s.batch_seconds or full:
                 return self.flush()
             return None
         due = now - max(self._last_write, self._last_failure_record) >= s.checkpoint
-        if self.healthy and now - self._last_write >= s.checkpoint and self.ready():
+        if self.healthy and now - self._last_write >= s.checkpoint:
             return self.flush(checkpoint=True)
-        if self.failing and due and self.ready():
+        if self.failing and due:
             self._record_failure()
         return None
 
@@ -564,8 +573,9 @@ class Watcher:
                 snapshot = history.write_checkpoint(self.cluster, at, f"watch {self.source}", objects_seen)
             else:
                 snapshot = history.start_snapshot(self.cluster, at, f"watch {self.source}", started=self.clock())
-                history.write_changes(snapshot, batch.changes, finished=self.clock(), problems=batch.problems,
-                                      objects_seen=objects_seen)
+                history.write_changes(
+                    snapshot, batch.changes, finished=self.clock(), problems=batch.problems, objects_seen=objects_seen
+                )
         except (DatabaseError, history.SnapshotOrderError) as exc:
             log.error("storing a watched batch of %s failed: %s", self.cluster_name, exc)
             self._pending_since = time.monotonic()  # kept pending: taken again with what arrives

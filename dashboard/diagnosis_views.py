@@ -14,8 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from access.scope import redactor_of, redactor_with, require_namespace, scope_for
-from collector.history_reader import NoSnapshot, latest_snapshot
-from collector.recent_history import ReadError, open_history
+from collector.history_reader import NoSnapshot
+from collector.recent_history import ReadError, current_snapshot, open_history
 from dashboard import charts
 from dashboard.clusters import cluster_or_404
 from dashboard.finding import FILTERS, PODS_PER_PAGE, pods_listed, search_hits
@@ -78,10 +78,10 @@ def pod(request: HttpRequest, cluster: str, namespace: str, name: str) -> HttpRe
     as_of = request.GET.get("as_of") or None
     shown = request.GET.get("shown")
     if shown and not as_of and request.headers.get("HX-Request"):
-        # The live page asks every few seconds: one indexed query answers "nothing new" (204: htmx keeps
-        # what it shows) until a newer snapshot is stored (a watched batch, or a checkpoint).
+        # The live page asks every few seconds: indexed queries answer "nothing new" (204: htmx keeps
+        # what it shows) until a newer snapshot is read about now (a watched batch derived, or a checkpoint).
         try:
-            if str(latest_snapshot(c)[0]) == shown:
+            if str(current_snapshot(c)[0]) == shown:
                 return HttpResponse(status=204)
         except NoSnapshot:
             pass

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from collector.history_reader import STORED, StoredHistory, readable
 from collector.models import ObjectVersion, Snapshot
 from derived.models import EventSubject
+from derived.pending import PendingChanges, pending_for
 from domain.cluster.events import PodName, involved_of, subject_key
 from domain.cluster.state import Version
 from domain.inventory.device_history import failing_pod
@@ -22,7 +23,9 @@ T = TypeVar("T")
 
 
 def write_event_subjects(
-    snapshot: Snapshot, every_version: Mapping[str, list[Version]] | None = None
+    snapshot: Snapshot,
+    every_version: Mapping[str, list[Version]] | None = None,
+    changes: PendingChanges | None = None,
 ) -> dict[str, Mapping[str, Any]]:
     """Rows for what the snapshot's Event versions are about, or, for a full derivation, what
     ``every_version`` up to the snapshot was about (as its history decoded them: read once).
@@ -32,9 +35,11 @@ def write_event_subjects(
     version of each Event read here is about, by Event UID, for ``writer.affected_pods``.
     """
     if every_version is None:
-        if not snapshot.changed:
+        changes = changes or pending_for(snapshot)
+        if not changes.changed:
             return {}
-        rows = ObjectVersion.objects.filter(snapshot=snapshot, kind="Event", deleted=False)
+        # Oldest first, each Event's newest version last (several when the derivation covers several batches).
+        rows = changes.versions(kind="Event", deleted=False).order_by("valid_from", "pk")
         stored = rows.values_list(*STORED).iterator(BATCH)
         decoded: Iterable[tuple[str, Version]] = (
             (u, Version(t, readable("Event", u, t, c, checked))) for u, t, c, checked in stored
@@ -136,9 +141,7 @@ class SubjectEvents:
             wanted = set(names)
             for pod_name in names:
                 self._events_of[pod_name] = set()
-            by_name = self._rows.filter(
-                uid="", namespace__in={ns for ns, _ in names}, name__in={n for _, n in names}
-            )
+            by_name = self._rows.filter(uid="", namespace__in={ns for ns, _ in names}, name__in={n for _, n in names})
             for namespace, name, event in by_name.values_list("namespace", "name", "event_uid"):
                 if (namespace, name) in wanted:
                     self._events_of[(namespace, name)].add(event)

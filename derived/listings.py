@@ -14,16 +14,20 @@ from collections.abc import Iterable
 import orjson
 
 from collector.history_reader import readable
-from collector.models import ObjectVersion, Snapshot
+from collector.models import Snapshot
 from derived.models import ClaimListing
+from derived.pending import PendingChanges, pending_for
 from domain.cluster.claim_summaries import ClaimSummary, summarize_claim
 from domain.cluster.state import ClusterState, Object
 
 BATCH = 2000
 
 
-def write_claim_listings(snapshot: Snapshot, full: bool, state: ClusterState) -> int:
-    """The listings of the claims ``snapshot`` changed (every live claim when ``full``); rows written."""
+def write_claim_listings(
+    snapshot: Snapshot, full: bool, state: ClusterState, changes: PendingChanges | None = None
+) -> int:
+    """The listings of the claims the derivation of ``snapshot`` covers changes of (``changes``: its own
+    without; every live claim when ``full``); rows written."""
     at, cluster_id = snapshot.at, snapshot.cluster_id
     rows = ClaimListing.objects.filter(cluster_id=cluster_id)
     if full:
@@ -31,17 +35,20 @@ def write_claim_listings(snapshot: Snapshot, full: bool, state: ClusterState) ->
         rows.filter(valid_to__isnull=True).update(valid_to=at)
         claims: Iterable[Object] = state.objects.get("ResourceClaim", {}).values()
     else:
-        if not snapshot.changed:
+        changes = changes or pending_for(snapshot)
+        if not changes.changed:
             return 0
-        changed = ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim")
-        versions: list[tuple[str, Object | None]] = []
+        # Oldest first: a claim changed by several batches is listed as the newest left it.
+        changed = changes.versions(kind="ResourceClaim").order_by("valid_from", "pk")
+        newest: dict[str, Object | None] = {}
         for uid, deleted, content, checked in changed.values_list("uid", "deleted", "content", "shapes_checked"):
             claim = None if deleted else readable("ResourceClaim", uid, at, content, checked)
             # An unreadable version is read as if never stored: the claim's row before it stands.
             if deleted or claim is not None:
-                versions.append((uid, claim))
-        if not versions:
+                newest[uid] = claim
+        if not newest:
             return 0
+        versions = list(newest.items())
         uids = [uid for uid, _claim in versions]
         for start in range(0, len(uids), BATCH):
             mine = rows.filter(claim_uid__in=uids[start : start + BATCH])

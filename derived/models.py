@@ -18,14 +18,15 @@ from collector.models import Cluster, Snapshot
 # refactor of the domain leaves stored rows valid. tests/test_derivation_version.py keeps the two
 # together: it derives the demo story and the shared scenarios and compares a digest of every stored
 # row with the one recorded for this version.
-DOMAIN_VERSION = "2026-12-01.8"
+DOMAIN_VERSION = "2026-12-02.1"
 
 
 class DerivedSnapshot(models.Model):
     """A snapshot whose derivation is written: reads as of it may use the derived rows.
 
-    Derivation is incremental only over an unbroken run of derived snapshots; a snapshot
-    without this row (history imported before the layer existed) is read the old way.
+    A derivation covers the changes stored since the derived snapshot before it (``derived.pending``):
+    a snapshot without this row (history imported before the layer existed, a watcher's batch whose
+    changes the next derivation covered) is read the old way.
     """
 
     snapshot = models.OneToOneField(Snapshot, on_delete=models.CASCADE, primary_key=True, related_name="derived")
@@ -38,6 +39,8 @@ class DerivedSnapshot(models.Model):
     # Whether its inventory advertises a device a claim may hold part of (equivalents.held_in_part):
     # without one every allocation counts whole, and the review needs no inventory to weigh spans.
     held_in_part = models.BooleanField(default=True)
+    # The stored snapshots since the derived one before that this derivation covered too (left underived).
+    coalesced = models.PositiveIntegerField(default=0)
 
     class Meta:
         indexes = [

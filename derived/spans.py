@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from collector.history_reader import readable
 from collector.models import ObjectVersion, Snapshot
 from derived.models import AllocationSpan
+from derived.pending import PendingChanges, pending_for
 from domain.cluster.state import ClusterState, Object, Version, ns_name
 from domain.inventory.devices import advertised_devices
 from domain.inventory.equivalents import held_in_part
@@ -52,17 +53,25 @@ def claim_versions(cluster_id: int, uids: Iterable[str] | None, until: datetime)
             yield current
 
 
-def write_spans(snapshot: Snapshot, full: bool, observe: Callable[[str, list[Version]], None] | None = None) -> int:
-    """Bring the spans of the claims ``snapshot`` changed (every claim when ``full``) in line; rows changed.
+def write_spans(
+    snapshot: Snapshot,
+    full: bool,
+    observe: Callable[[str, list[Version]], None] | None = None,
+    changes: PendingChanges | None = None,
+) -> int:
+    """Bring the spans of the claims the derivation of ``snapshot`` covers changes of (``changes``: its own
+    without; every claim when ``full``) in line; rows changed. A run that began and ended between two
+    derivations is found all the same: every version of the claim is read.
 
     ``observe(uid, versions)`` sees each claim read: what else is derived from a claim's versions
     (``derived.device_rows.AdminAccessRows``) reads them once with the spans."""
     cluster_id = snapshot.cluster_id
     uids: set[str] | None = None
-    if not full and not snapshot.changed:
+    changes = changes or pending_for(snapshot)
+    if not full and not changes.changed:
         return 0  # most snapshots: nothing changed, no query
     if not full:
-        uids = set(ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim").values_list("uid", flat=True))
+        uids = set(changes.versions(kind="ResourceClaim").values_list("uid", flat=True))
         if not uids:
             return 0
     stored: dict[str, dict[tuple[datetime, int], tuple[int, datetime | None, str, str]]] = {}

@@ -20,8 +20,10 @@ Only what a change can affect is re-derived (the rest of the rows stay valid):
   and its document's ``group`` read its siblings), and every Pod still waiting.
 
 A snapshot without changes derives nothing but the Pods whose verdicts move with time alone
-(``verdicts.depends_on_time``: a binding wait nearing its timeout). The first snapshot derived after one that
-was not (history from before the layer, a failed derivation) derives every live Pod.
+(``verdicts.depends_on_time``: a binding wait nearing its timeout). "The changes" are those of every usable
+snapshot stored since the newest one this code derived (``derived.pending``): a watcher's batches that
+arrived during a derivation are covered by the next one, and those between are left underived (read from
+history on request). A cluster's first derivation derives every live Pod.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from derived.models import (
     PodExplanation,
     ReviewDocument,
 )
+from derived.pending import USABLE, PendingChanges, pending_for, pending_since
 from derived.snapshot_history import SnapshotHistory
 from derived.spans import forget_spans_from, inventory_held_in_part, write_spans
 from domain.allocator.matching import class_matches
@@ -79,7 +82,6 @@ from domain.verdicts.explain import depends_on_time, explain_incarnation
 
 log = logging.getLogger("claimline.derived")
 
-USABLE = (Snapshot.Status.OK, Snapshot.Status.PARTIAL)
 # Kinds whose change can only concern the Pods that name them; any other kind is inventory.
 _POD_SCOPED = frozenset({"Pod", "Event", "ResourceClaim", "ResourceClaimTemplate", "PodGroup", "Workload"})
 BATCH = 2000
@@ -95,10 +97,12 @@ class Derivation:
     full: bool
     pods_derived: int
     rows_written: int
+    coalesced: int = 0  # stored snapshots before it that this derivation covered (left underived)
 
     def describe(self) -> str:
         how = "every live Pod" if self.full else f"{self.pods_derived} Pods"
-        return f"snapshot {self.snapshot_id}: derived {how}, {self.rows_written} rows written"
+        also = f" (and the changes of {self.coalesced} snapshots before it)" if self.coalesced else ""
+        return f"snapshot {self.snapshot_id}{also}: derived {how}, {self.rows_written} rows written"
 
 
 def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
@@ -117,14 +121,18 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
                 f"a snapshot after {snapshot.at.isoformat()} is derived already; rebuild-derived --since "
                 "recomputes from an earlier time"
             )
-        previous = (
-            Snapshot.objects.filter(cluster_id=snapshot.cluster_id, status__in=USABLE, at__lt=snapshot.at)
+        # Derived against the newest derived snapshot: every batch stored since is covered (``derived.pending``).
+        # Rows another version of the domain wrote are not this code's verdicts: every live Pod is derived then.
+        newest = (
+            DerivedSnapshot.objects.filter(cluster_id=snapshot.cluster_id, at__lt=snapshot.at)
             .order_by("-at")
-            .values_list("pk", flat=True)
+            .values_list("snapshot_id", "at", "version")
             .first()
         )
-        full = previous is None or not covered(previous)
-        changed_kinds = set(ObjectVersion.objects.filter(snapshot=snapshot).values_list("kind", flat=True).distinct())
+        base = newest[:2] if newest is not None and newest[2] == DOMAIN_VERSION else None
+        full = base is None
+        changes = pending_since(snapshot, None if base is None else base[1])
+        changed_kinds = set(changes.versions().values_list("kind", flat=True).distinct())
         changed_inventory = bool(changed_kinds - _POD_SCOPED)
         history = SnapshotHistory(StoredHistory(snapshot.cluster, snapshot.at), changed_inventory)
         try:
@@ -137,15 +145,15 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
                 _open(snapshot.cluster_id).exclude(pod_uid__in=pods).update(valid_to=snapshot.at)
                 end_claim_rows_of(snapshot.cluster_id, snapshot.at, keep=pods)
             else:
-                involved = write_event_subjects(snapshot)
-                pods = affected_pods(snapshot, involved) if snapshot.changed else set()
+                involved = write_event_subjects(snapshot, changes=changes)
+                pods = affected_pods(snapshot, involved, changes) if changes.changed else set()
                 pods.update(_open(snapshot.cluster_id).filter(timed=True).values_list("pod_uid", flat=True))
             # Spans first: a waiting Pod's estimate reads the holds that ended by this snapshot from them.
             admin_access = AdminAccessRows()
-            write_spans(snapshot, full, admin_access.observe)
+            write_spans(snapshot, full, admin_access.observe, changes)
             admin_access.write(snapshot.cluster_id, full)
-            written = _write(snapshot, history, pods, full)
-            if full or changed_kinds - {"Event"} or _events_move_audit(snapshot):
+            written = _write(changes, history, pods, full)
+            if full or changed_kinds - {"Event"} or _events_move_audit(changes):
                 written += _write_audit(snapshot, history)
             if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
                 written += _write_device_counts(snapshot, history)
@@ -154,10 +162,10 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
                 written += write_inventory_devices(snapshot, Inventory.of(history.state))
             if full or changed_inventory:
                 written += _write_class_matches(snapshot, history)
-            written += _write_leak_candidates(snapshot, history, full)
-            held_in_part = _held_in_part(history, None if full else previous, changed_inventory)
+            written += _write_leak_candidates(changes, history, full)
+            held_in_part = _held_in_part(history, None if base is None else base[0], changed_inventory)
             written += _write_leak_flags(snapshot, history, held_in_part)
-            written += write_claim_listings(snapshot, full, history.state)
+            written += write_claim_listings(snapshot, full, history.state, changes)
             DerivedSnapshot.objects.create(
                 held_in_part=held_in_part,
                 snapshot=snapshot,
@@ -167,10 +175,11 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
                 full=full,
                 pods_derived=len(pods),
                 rows_written=written,
+                coalesced=changes.coalesced,
             )
         finally:
             history.release()  # its objects refer to each other: freed now, not at a full collection
-    result = Derivation(snapshot.pk, full, len(pods), written)
+    result = Derivation(snapshot.pk, full, len(pods), written, changes.coalesced)
     log.info("%s", result.describe())
     return result
 
@@ -188,23 +197,27 @@ def _open(cluster_id: int) -> Any:
     return PodExplanation.objects.filter(cluster_id=cluster_id, valid_to__isnull=True)
 
 
-def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] | None = None) -> set[str]:
-    """The Pod UIDs whose documents the snapshot's changes can alter (see the module docstring).
+def affected_pods(
+    snapshot: Snapshot,
+    involved: Mapping[str, Mapping[str, Any]] | None = None,
+    changes: PendingChanges | None = None,
+) -> set[str]:
+    """The Pod UIDs whose documents the changes the derivation of ``snapshot`` covers (``changes``: its
+    own without) can alter (see the module docstring).
 
     ``involved``: what the snapshot's Event versions are about, by Event UID, as the lookup's writer
     decoded them (``write_event_subjects``); the other changed Events (all without it, the deleted ones
     with it) are read here, a deleted one from its last content."""
     involved = involved or {}
+    changes = changes or pending_for(snapshot)
     cluster_id = snapshot.cluster_id
     pods: set[str] = set()
     claims: dict[str, set[str]] = {}  # namespace → claim UIDs
     events: list[tuple[str, str, bool]] = []
     waiting = inventory = False
     groups: set[GroupKey] = set()
-    changes = ObjectVersion.objects.filter(snapshot=snapshot).values_list(
-        "kind", "uid", "namespace", "name", "content", "shapes_checked"
-    )
-    for kind, uid, namespace, name, content, checked in changes.iterator(BATCH):
+    stored = changes.versions().values_list("kind", "uid", "namespace", "name", "content", "shapes_checked")
+    for kind, uid, namespace, name, content, checked in stored.iterator(BATCH):
         if kind == "Pod":
             pods.add(uid)
             groups.update(_group_of_pod(cluster_id, uid, content))
@@ -246,14 +259,14 @@ def affected_pods(snapshot: Snapshot, involved: Mapping[str, Mapping[str, Any]] 
         pods.update(open_rows.filter(waiting=True).values_list("pod_uid", flat=True))
     if inventory:
         pods.update(open_rows.filter(counted=True).values_list("pod_uid", flat=True))
-    # Live incarnations only: one deleted before is not judged again (below), and one deleted by this
-    # snapshot is a changed Pod already.
+    # Live incarnations only: one deleted before the changes is not judged again (below), and one deleted
+    # by them is a changed Pod already.
     for namespace, uids in claims.items():
         live_in_namespace = open_rows.filter(namespace=namespace, live=True).exclude(claim_uids="")
         for pod_uid, named in live_in_namespace.values_list("pod_uid", "claim_uids"):
             if uids.intersection(named.split()):
                 pods.add(pod_uid)
-    return pods - _deleted_before(cluster_id, snapshot.at, pods)
+    return pods - _deleted_before(cluster_id, changes.since, pods)
 
 
 def _group_of_pod(cluster_id: int, uid: str, content: str) -> Iterable[GroupKey]:
@@ -281,14 +294,17 @@ def _group_members(cluster_id: int, groups: set[GroupKey]) -> set[str]:
     return found
 
 
-def _deleted_before(cluster_id: int, at: datetime, pods: set[str]) -> set[str]:
-    """Of ``pods``, the incarnations deleted before ``at``: each is judged as it last was, which no later
+def _deleted_before(cluster_id: int, since: datetime | None, pods: set[str]) -> set[str]:
+    """Of ``pods``, the incarnations deleted by ``since`` (the snapshot derived before: a deletion after it,
+    even before the derived snapshot's time, is judged once more): each is judged as it last was, which no later
     change alters, and judging one again reads the whole cluster as of its deletion. Events by Pod name
     and the open rows naming a claim reach every past incarnation, so without this a churned
     snapshot's cost would grow with the history kept."""
     gone: set[str] = set()
+    if since is None:
+        return gone
     uids = sorted(pods)
-    deletions = ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Pod", deleted=True, valid_from__lt=at)
+    deletions = ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Pod", deleted=True, valid_from__lte=since)
     for start in range(0, len(uids), BATCH):
         gone.update(deletions.filter(uid__in=uids[start : start + BATCH]).values_list("uid", flat=True))
     return gone
@@ -324,7 +340,8 @@ def _involved(cluster_id: int, events: list[tuple[str, str, bool]]) -> Iterable[
                 yield involved
 
 
-def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: bool) -> int:
+def _write(changes: PendingChanges, history: SnapshotHistory, pods: set[str], full: bool) -> int:
+    snapshot = changes.snapshot
     at = snapshot.at
     heads: dict[str, tuple[int, str, tuple[str, ...]]] = {}
     claims: set[str] = set()
@@ -338,7 +355,7 @@ def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: b
             claims.update(claim_uids.split())
             names.add((namespace, name))
     if pods and not full:  # nothing judged (an unchanged snapshot): nothing to read ahead
-        _judging(snapshot, history, pods, claims, names)
+        _judging(changes, history, pods, claims, names)
     superseded: list[int] = []
     written: list[tuple[dict[str, Any], bytes, PodExplanation]] = []
     finished = SpanHolds(snapshot.cluster_id)
@@ -369,14 +386,12 @@ def _write(snapshot: Snapshot, history: SnapshotHistory, pods: set[str], full: b
 
 
 def _judging(
-    snapshot: Snapshot, history: SnapshotHistory, pods: set[str], claims: set[str], names: set[tuple[str, str]]
+    changes: PendingChanges, history: SnapshotHistory, pods: set[str], claims: set[str], names: set[tuple[str, str]]
 ) -> None:
     """Tell the history what judging ``pods`` reads, so it costs queries in proportion to them: the
     claims their documents named (``claims``), the ones the snapshot changed and the live ones naming
     them; their names (``names``, with the live Pods'), for the Events naming a Pod without a UID."""
-    claims = claims | set(
-        ObjectVersion.objects.filter(snapshot=snapshot, kind="ResourceClaim").values_list("uid", flat=True)
-    )
+    claims = claims | set(changes.versions(kind="ResourceClaim").values_list("uid", flat=True))
     for claim in history.state.of_kind("ResourceClaim"):
         if not pods.isdisjoint(_pods_named_by_claim(claim)):
             claims.add(uid_of(claim))
@@ -407,15 +422,15 @@ def _follow(model: _ClusterRow, snapshot: Snapshot, **fields: Any) -> int:
     return 1
 
 
-def _events_move_audit(snapshot: Snapshot) -> bool:
+def _events_move_audit(changes: PendingChanges) -> bool:
     """Whether the snapshot's Events can change the audit: its force-deleted-claim warnings read kubelet's
     "previous pod force-deleted" failures, which appear as Events and go when those expire."""
-    events = ObjectVersion.objects.filter(snapshot=snapshot, kind="Event")
+    events = changes.versions(kind="Event")
     if events.filter(content__contains=FORCE_DELETED_TEXT).exists():
         return True
     if not events.filter(deleted=True).exists():
         return False
-    head = AuditReport.objects.filter(cluster_id=snapshot.cluster_id, valid_to__isnull=True).first()
+    head = AuditReport.objects.filter(cluster_id=changes.snapshot.cluster_id, valid_to__isnull=True).first()
     return head is not None and FORCE_DELETED_CLAIM in head.warnings
 
 
@@ -452,16 +467,17 @@ def _write_document(model: _DocumentRow, snapshot: Snapshot, field: str, doc: An
     return _follow(model, snapshot, **{field: content.decode(), "content_hash": digest})
 
 
-def _write_leak_candidates(snapshot: Snapshot, history: SnapshotHistory, full: bool) -> int:
+def _write_leak_candidates(changes: PendingChanges, history: SnapshotHistory, full: bool) -> int:
     """The claims that can be flagged as of the snapshot, when they differ from before; rows written."""
+    snapshot = changes.snapshot
     head = _head(LeakCandidates, snapshot)
     before = set(head.claim_uids.split()) if head is not None and not full else None
-    if before is not None and not snapshot.changed:
+    if before is not None and not changes.changed:
         return 0  # time alone adds no candidate; one it ends is judged unflagged until the next change
     if before is None:
         now = leak_candidates(history)
     else:
-        changed = ObjectVersion.objects.filter(snapshot=snapshot, kind__in=("ResourceClaim", "Pod", "PodGroup"))
+        changed = changes.versions(kind__in=("ResourceClaim", "Pod", "PodGroup"))
         claims = set(changed.filter(kind="ResourceClaim").values_list("uid", flat=True))
         pods = set(changed.filter(kind="Pod").values_list("uid", flat=True))
         groups_changed = changed.filter(kind="PodGroup").exists()

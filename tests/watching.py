@@ -28,7 +28,7 @@ class Clock:
 def test_settings(**overrides: Any) -> WatchSettings:
     values: dict[str, Any] = {
         "timeout": 2.0, "request_timeout": 5.0, "page_size": 3, "backoff": 0.01, "max_backoff": 0.05,
-        "checkpoint": 3600.0, "batch_seconds": 0.0, "max_delay": 0.0,
+        "checkpoint": 3600.0, "batch_seconds": 0.0,
     }
     values.update(overrides)
     return WatchSettings(**values)
