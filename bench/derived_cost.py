@@ -26,6 +26,13 @@ derived) history that changed something is derived again, ``--repeat`` times (it
 unchanged ones after it forgotten, then derived again as a collection would): what a churned
 snapshot costs after all the history that database holds, to set beside the same churn after one hour.
 
+With ``--history`` and ``--follow N``: then what a watch's derivation lane does after that history, in
+that database (use a copy: it writes). The cluster's next hourly generation (1% churn, and
+``--slice-changes`` node slices changed: a device taint added), written and derived, then N quiet
+checkpoints 30 s apart (``write_checkpoint``, as the watcher writes them), each derived: each time the
+derivation, the inventory rows' share of it, and the renderings ``render_latest`` does after it
+(/metrics, the review, the overview; each skipped while the stored one stands).
+
 Prints a JSON line per measurement (seconds; medians of ``--repeat``).
 """
 
@@ -278,6 +285,68 @@ def rederive_newest_change(cluster_name: str, repeat: int) -> None:
             derive_snapshot(after)
 
 
+def follow(cluster_name: str, checkpoints: int, slice_changes: int) -> None:
+    """The next generation after a derived history, then ``checkpoints`` quiet checkpoints, as a watch's
+    derivation lane derives them (``derive_snapshot``, then ``render_latest``'s renderings), timed."""
+    from collector.history_writer import write_checkpoint
+    from collector.models import Cluster, ObjectVersion, Snapshot
+    from derived import writer
+    from derived.overviews import render_latest_overview
+    from derived.past_reviews import render_reviews
+    from derived.rendered import render_latest_metrics
+
+    cluster = Cluster.objects.get(name=cluster_name)
+    newest = Snapshot.objects.filter(cluster=cluster).order_by("-at").values_list("at", flat=True).first()
+    if newest is None:
+        raise SystemExit(f"{cluster_name} has no snapshot to follow")
+    nodes = ObjectVersion.objects.filter(cluster=cluster, kind="Node", valid_to__isnull=True, deleted=False).count()
+    generation = int((newest - WEEK_START) / HOUR) + 1
+    spent: Counter[str] = Counter()
+    write_rows = writer.write_inventory_devices
+
+    def inventory_rows(*args: Any, **kwargs: Any) -> int:
+        start = time.perf_counter()
+        try:
+            return write_rows(*args, **kwargs)
+        finally:
+            spent["inventory_rows"] += time.perf_counter() - start
+
+    def derived(snapshot: Any, step: str) -> None:
+        spent.clear()
+        start = time.perf_counter()
+        result = writer.derive_snapshot(snapshot)
+        derive_s = time.perf_counter() - start
+        renders: dict[str, float] = {}
+        rendered = []  # the renderings done; the others found the stored one standing
+        for what, render in (("metrics", render_latest_metrics), ("review", render_reviews),
+                             ("overview", render_latest_overview)):
+            start = time.perf_counter()
+            if render(snapshot):
+                rendered.append(what)
+            renders[f"render_{what}_s"] = round(time.perf_counter() - start, 3)
+        emit(nodes=nodes, step=step, derive_s=round(derive_s, 3), inventory_rows_s=round(spent["inventory_rows"], 3),
+             render_s=round(sum(renders.values()), 3), rendered=rendered, versions=snapshot.versions_written,
+             deletions=snapshot.deletions, result=result.describe() if result else None, **renders)
+
+    writer.write_inventory_devices = inventory_rows  # type: ignore[assignment]  # timed where derive_snapshot calls it
+    try:
+        objects = list(generations(nodes, WEEK_START, generation + 1, CHURN))[-1]
+        changed = 0
+        for obj in objects:
+            if obj["kind"] == "ResourceSlice" and changed < slice_changes:
+                first, *rest = obj["spec"]["devices"]
+                taints = [{"key": "bench.claimline/maintenance", "effect": "NoSchedule"}]
+                obj["spec"] = {**obj["spec"], "devices": [{**first, "taints": taints}, *rest]}
+                changed += 1
+        at = WEEK_START + generation * HOUR
+        derived(write(cluster, at, stored_objects(objects)), f"churned snapshot ({changed} slices changed)")
+        for k in range(1, checkpoints + 1):
+            quiet = write_checkpoint(cluster, at + timedelta(seconds=30 * k), SOURCE, 0)
+            derived(quiet, "quiet checkpoint")
+    finally:
+        writer.write_inventory_devices = write_rows  # type: ignore[assignment]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=200, help="one size per run (Django is set up once)")
@@ -287,6 +356,10 @@ def main() -> None:
     parser.add_argument("--history", help="a database holding a derived history (nothing is built)")
     parser.add_argument("--cluster", default="n5000", help="with --history: the cluster to derive again")
     parser.add_argument("--database", help="the database to build in (default claimline_bench_derived_<N>)")
+    parser.add_argument("--follow", type=int, default=0, metavar="N",
+                        help="with --history: then derive the next generation and N quiet checkpoints (writes)")
+    parser.add_argument("--slice-changes", type=int, default=1,
+                        help="with --follow: how many node slices the generation changes")
     args = parser.parse_args()
     if args.history:
         from bench._common import open_database
@@ -294,6 +367,8 @@ def main() -> None:
         open_database(args.history, reuse=True)
         logging.getLogger("claimline").setLevel(logging.WARNING)
         rederive_newest_change(args.cluster, args.repeat)
+        if args.follow:
+            follow(args.cluster, args.follow, args.slice_changes)
         return
     os.environ["DJANGO_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     os.environ["CLAIMLINE_CLUSTERS"] = "bench=in-cluster"

@@ -245,6 +245,10 @@ CLAIMLINE_METRICS_NAMESPACES = env_int("CLAIMLINE_METRICS_NAMESPACES", 20, minim
 # The current week's stored review is rendered at most this often, and stands meanwhile even after
 # changes: a week's figures move little in minutes, and at thousands of nodes a rendering costs seconds.
 CLAIMLINE_REVIEW_REFRESH = env_int("CLAIMLINE_REVIEW_REFRESH", 600, minimum=0)
+# After a snapshot that changed nothing (a quiet checkpoint), the stored overview stands for it until it
+# is this old (seconds): its flagged hours and chart move with time alone, slowly, and rendering it costs
+# over a second at thousands of nodes. The page says when those figures were computed.
+CLAIMLINE_OVERVIEW_REFRESH = env_int("CLAIMLINE_OVERVIEW_REFRESH", 300, minimum=0)
 
 # Notices (notify/, README.md "Notifications"): the platform's receivers get every notice;
 # teams' receivers are edited in the admin.

@@ -4,7 +4,11 @@ span of snapshots, and what no row can say (counter sets in use, devices their c
 
 The rows change only with slices and taint rules, so a snapshot that changed neither writes none; one
 that did compares each device's row with its open one by hash and writes only the devices that
-differ. Who holds a device is not written here: ``AllocationSpan`` says it as of any time, so a
+differ. A device's row reads its pool's slices alone (its entry, reach, generation, whether the pool
+is complete or invalid) and the taint rules, so after slice changes only the pools those slices
+were or are in are compared (``changed_pools``): at thousands of nodes, hashing every device's row
+for a change to one node's slice cost seconds. A rule's change compares every device (a selector
+may pick any). Who holds a device is not written here: ``AllocationSpan`` says it as of any time, so a
 churn of claims rewrites no device row (the usage document, small, follows the holders).
 """
 
@@ -12,14 +16,25 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import orjson
+from django.db.models import Q
 
-from collector.models import Snapshot
+from collector.history_reader import decode_stored
+from collector.models import ObjectVersion, Snapshot
 from derived.models import InventoryDevice
 from domain.cluster.state import ClusterState
-from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory, Reach, taint_rows, typed_value
+from domain.inventory.devices import (
+    AdvertisedDevice,
+    DeviceId,
+    Inventory,
+    Reach,
+    slice_pool,
+    taint_rows,
+    typed_value,
+)
 from domain.inventory.equivalents import physical_devices
 from domain.inventory.shared_usage import counter_blocked, counter_set_usage
 from domain.inventory.sharing import device_counters
@@ -97,8 +112,29 @@ def _digest(fields: Mapping[str, Any]) -> str:
     return hashlib.blake2b(orjson.dumps(fields), digest_size=16).hexdigest()
 
 
-def write_inventory_devices(snapshot: Snapshot, inventory: Inventory) -> int:
+def changed_pools(cluster_id: int, since: datetime, at: datetime) -> set[tuple[str, str]] | None:
+    """The (driver, pool) of every slice version begun or ended in ``(since, at]`` (a slice moved to
+    another pool changes both); None when a taint rule changed too (its selector may pick any device) or
+    a slice version cannot be read."""
+    window = Q(valid_from__gt=since, valid_from__lte=at) | Q(valid_to__gt=since, valid_to__lte=at)
+    versions = ObjectVersion.objects.filter(window, cluster_id=cluster_id, kind__in=ROW_KINDS, deleted=False)
+    if versions.filter(kind="DeviceTaintRule").exists():
+        return None
+    pools = set()
+    # Only the changed slices' contents are decoded; a deletion's own row is empty, its last version is not.
+    for content, checked in versions.values_list("content", "shapes_checked").iterator():
+        slice_obj, _problem = decode_stored("ResourceSlice", content, checked)
+        if slice_obj is None:
+            return None  # which pool it was in is unknown (the reader skips it): compare every device
+        pools.add(slice_pool(slice_obj))
+    return pools
+
+
+def write_inventory_devices(snapshot: Snapshot, inventory: Inventory, after: int | None = None) -> int:
     """Bring the open device rows in line with ``inventory`` (as of ``snapshot``); rows written.
+
+    ``after``: the snapshot the open rows are in line with (the previous one derived), so that only
+    the pools whose slices changed since are compared; None compares every device.
 
     Rows this snapshot wrote before (another version's derivation) are dropped first, and those it
     closed opened again: then the comparison is with the rows before it.
@@ -107,14 +143,22 @@ def write_inventory_devices(snapshot: Snapshot, inventory: Inventory) -> int:
     rows = InventoryDevice.objects.filter(cluster_id=cluster_id)
     rows.filter(valid_from__gte=at).delete()
     rows.filter(valid_to__gte=at).update(valid_to=None)
+    since = Snapshot.objects.filter(pk=after).values_list("at", flat=True).first() if after is not None else None
+    pools = changed_pools(cluster_id, since, at) if since is not None else None
     heads: dict[DeviceId, tuple[int, str]] = {}
-    for pk, driver, pool, name, digest in (
-        rows.filter(valid_to__isnull=True).values_list("pk", "driver", "pool", "device", "content_hash").iterator(BATCH)
-    ):
-        heads[(driver, pool, name)] = (pk, digest)
+    open_rows = rows.filter(valid_to__isnull=True)
+    if pools is not None:
+        open_rows = open_rows.filter(pool__in={pool for _driver, pool in pools})
+    for pk, driver, pool, name, digest in open_rows.values_list(
+        "pk", "driver", "pool", "device", "content_hash"
+    ).iterator(BATCH):
+        if pools is None or (driver, pool) in pools:
+            heads[(driver, pool, name)] = (pk, digest)
     new: list[InventoryDevice] = []
     closed: list[int] = []
     for device in inventory.devices:
+        if pools is not None and (device.driver, device.pool) not in pools:
+            continue  # its pool's slices did not change: its open row stands
         fields = _fields(device, inventory.state)
         digest = _digest(fields)
         head = heads.pop(device.id, None)

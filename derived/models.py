@@ -617,8 +617,9 @@ class OverviewDocument(models.Model):
     Pods are not kept: they are read from their own rows (``PodExplanation``), a query of the
     namespaces asked.
 
-    Only the latest is kept, like /metrics: it stands only for the snapshot it was rendered for (its
-    flagged hours and chart move with time), and an older snapshot's overview is computed on read.
+    Only the latest is kept, like /metrics: it stands for the snapshot it was rendered for, and for
+    later ones that changed nothing until it is CLAIMLINE_OVERVIEW_REFRESH old (its flagged hours and
+    chart move with time alone, slowly); an older snapshot's overview is computed on read.
     """
 
     cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, primary_key=True, related_name="overview")

@@ -11,26 +11,33 @@ the audit's warnings counted by subject namespace; and the waiting Pods from the
 
 ``overview.overview`` stays the one definition: the rendering calls it, and a reader's parts go
 through the same ``group_waiting``, ``flagged_summary`` and redactor as on read, so both paths give
-the same document (tests/test_overview_rendered.py compares them). A rendering stands only for the
-snapshot it was rendered for, with the same thresholds and DOMAIN_VERSION: its flagged hours and
-its chart move with time alone.
+the same document (tests/test_overview_rendered.py compares them). A rendering stands for the
+snapshot it was rendered for, with the same thresholds and DOMAIN_VERSION, and for the later ones
+that changed nothing (``derived.rendered.stands_for``: no object version, no derived row) until it
+is CLAIMLINE_OVERVIEW_REFRESH old: its flagged hours and chart move with time alone, but slowly, and
+rendering costs over a second at 5,000 nodes, which a quiet checkpoint every collection interval
+would spend for nothing. Served for such a later snapshot, the document's ``as_of`` is that
+snapshot's, and ``figures_as_of`` says the time its flagged hours and chart were computed at.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.db import transaction
 
 from collector.history_reader import StoredHistory, namespaces_in_use
 from collector.models import Snapshot
 from derived.models import DOMAIN_VERSION, OverviewDocument, OverviewNamespace
 from derived.reading import overview_read, waiting_read
-from derived.rendered import latest_derived
+from derived.rendered import latest_derived, stands_for
 from derived.reports import audit_read, covers, leaks_read
 from derived.thresholds import leak_thresholds
+from domain.cluster.timefmt import rfc3339
 from domain.reports.leaks import Thresholds
 from domain.reports.overview import flagged_summary, group_waiting, warning_counts
 from domain.reports.redaction import Redactor, Scope
@@ -42,11 +49,12 @@ BATCH = 500
 def render_latest_overview(snapshot: Snapshot, force: bool = False) -> bool:
     """Store the cluster's overview as of ``snapshot`` with the configured thresholds; False, rendering
     nothing, when a newer snapshot exists or the snapshot is not derived (its own rendering follows,
-    or readers compute it), or (unless ``force``) it is rendered already."""
+    or readers compute it), or (unless ``force``) the stored one stands for it: rendered for it, or for
+    an earlier snapshot with nothing changed since, less than CLAIMLINE_OVERVIEW_REFRESH before it."""
     if not latest_derived(snapshot):
         return False
     thresholds = leak_thresholds()
-    if not force and _stored_row(snapshot.cluster_id, snapshot.pk, thresholds) is not None:
+    if not force and _standing_row(snapshot.cluster_id, snapshot.at, thresholds) is not None:
         return False
     history = StoredHistory(snapshot.cluster, snapshot.at)
     try:
@@ -103,12 +111,18 @@ def _subject_namespace(warning: dict[str, Any]) -> str:
 
 
 def stored_overview(history: StoredHistory, scope: Scope, thresholds: Thresholds) -> dict[str, Any] | None:
-    """The overview ``scope`` sees from the rendering of the history's snapshot, or None when none stands
-    for it (another snapshot's, other thresholds, other code): the caller computes it then."""
-    row = _stored_row(history.cluster.pk, history.snapshot_pk, thresholds)
-    if row is None or row.snapshot.at != history.as_of:
+    """The overview ``scope`` sees from the rendering that stands for the history's snapshot (``_standing_row``),
+    or None when none does (a later or changed snapshot's, other thresholds, other code): the caller
+    computes it then."""
+    row = _standing_row(history.cluster.pk, history.as_of, thresholds)
+    if row is None:
         return None
     document: dict[str, Any] = orjson.loads(row.document)
+    if row.snapshot.at != history.as_of:
+        # Rendered for an earlier snapshot that nothing changed since: the page is about the asked one,
+        # and says when the figures that move with time alone were computed.
+        document["figures_as_of"] = document["as_of"]
+        document["as_of"] = rfc3339(history.as_of)
     # The waiting Pods from their rows, as on read: a stored document's verdict is what a page shows.
     waiting = waiting_read(history, None if scope.admin else scope.namespaces)
     if waiting is None:
@@ -134,12 +148,16 @@ def stored_overview(history: StoredHistory, scope: Scope, thresholds: Thresholds
     return document
 
 
-def _stored_row(cluster_id: int, snapshot_pk: int, thresholds: Thresholds) -> OverviewDocument | None:
+def _standing_row(cluster_id: int, at: datetime, thresholds: Thresholds) -> OverviewDocument | None:
+    """The cluster's rendering when it may stand for the snapshot at ``at``: by this code, with these
+    thresholds, and for that snapshot or an earlier one nothing changed since (``stands_for``)."""
     row = (
-        OverviewDocument.objects.filter(cluster_id=cluster_id, snapshot_id=snapshot_pk, version=DOMAIN_VERSION)
+        OverviewDocument.objects.filter(cluster_id=cluster_id, version=DOMAIN_VERSION)
         .select_related("snapshot")
         .first()
     )
     if row is None or orjson.loads(row.thresholds) != thresholds.as_dict():
+        return None
+    if not stands_for(cluster_id, row.snapshot.at, at, settings.CLAIMLINE_OVERVIEW_REFRESH):
         return None
     return row

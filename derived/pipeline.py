@@ -85,9 +85,10 @@ def render_latest(snapshot: Snapshot, force: bool = False) -> None:
             rendered = render(snapshot, force) or rendered
         except Exception:
             log.exception("rendering the %s of snapshot %s failed", what, snapshot.pk)
-    # The overview is rendered for every newest snapshot, changed or not (its flagged hours and chart move
-    # with time). It releases the history it read itself (``StoredHistory.release``: what it decoded goes
-    # by reference counting); the full collection is left to the derivations and renderings above.
+    # Each rendering is skipped while the stored one stands for the snapshot: after a quiet checkpoint,
+    # until it is its refresh interval old (what moves with time alone moves slowly). The overview
+    # releases the history it read itself (``StoredHistory.release``: what it decoded goes by reference
+    # counting); the full collection is left to the derivations and renderings above.
     try:
         render_latest_overview(snapshot, force)
     except Exception:

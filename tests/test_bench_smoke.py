@@ -155,8 +155,12 @@ def test_derived_cost_derives_a_stored_history_again(runs: dict[str, Run], tmp_p
     returncode, _, stderr = runs["derived_cost.py"].finish()
     assert returncode == 0, stderr[-4000:]
     env = {**os.environ, **runs["derived_cost.py"].env}
-    again = Run("derived_cost.py", ["--history", "claimline_bench_derived_4", "--cluster", "bench", "--repeat", "1"],
-                env, tmp_path)
+    # --follow: then the next generation (a slice changed) and a quiet checkpoint, as a watch derives them.
+    again = Run("derived_cost.py", ["--history", "claimline_bench_derived_4", "--cluster", "bench", "--repeat", "1",
+                                    "--follow", "1"], env, tmp_path)
     returncode, stdout, stderr = again.finish()
     assert returncode == 0, stderr[-4000:]
-    assert any(line.get("step") == "derive the newest churned snapshot again" for line in _json_lines(stdout)), stdout
+    steps = {line.get("step"): line for line in _json_lines(stdout)}
+    assert "derive the newest churned snapshot again" in steps, stdout
+    assert steps["churned snapshot (1 slices changed)"]["rendered"], stdout
+    assert steps["quiet checkpoint"]["rendered"] == [], stdout  # every rendering stands for it

@@ -15,6 +15,8 @@ from django.test import Client
 
 from collector.models import Cluster
 from demo import builders as b
+from derived import inventory_rows
+from derived.inventory_rows import changed_pools
 from derived.models import DerivedSnapshot, InventoryDevice, InventoryUsage
 from derived.retention import prune_derived
 from domain.inventory import devices as inventory_module
@@ -143,3 +145,119 @@ def test_retention_prunes_the_rows_that_ended_before_its_cutoff(tmp_path: Path) 
     prune_derived(Cluster.objects.get(name="demo"), AT + 5 * M)
     assert not InventoryDevice.objects.filter(valid_to__isnull=False).exists()
     assert InventoryDevice.objects.filter(valid_to__isnull=True).count() == 2
+
+
+def _slices(*nodes: str, model: dict[str, Any] = b.A100_40GB) -> list[dict[str, Any]]:
+    return [b.resource_slice(n, b.gpu_devices(n, 2, model), created=CREATED) for n in nodes]
+
+
+def _rows() -> list[tuple[Any, ...]]:
+    return sorted(
+        InventoryDevice.objects.values_list(
+            "driver", "pool", "device", "valid_from", "valid_to", "content_hash", "node"
+        )
+    )
+
+
+def test_incremental_rows_are_a_full_rewrites_over_a_sequence_of_changes(tmp_path: Path) -> None:
+    """Each snapshot compares only the pools whose slices changed (``changed_pools``); the rows over a
+    sequence of slice, node, class and rule changes are those of comparing every device each time."""
+    base = [b.namespace(NS, created=CREATED), b.device_class(created=CREATED)]
+    nodes = [b.node(f"worker-{i}", CREATED) for i in range(3)]
+    # A pool of two slices (shared, reached from every node), each listing one device.
+    shared = [
+        b.resource_slice(
+            None,
+            [b.gpu_device(f"gpu-{i}", node="shared")],
+            pool="shared",
+            slice_count=2,
+            all_nodes=True,
+            name=f"shared-{i}",
+            created=CREATED,
+        )
+        for i in range(2)
+    ]
+    moved = b.resource_slice(None, [b.gpu_device("gpu-9", node="x")], pool="other", all_nodes=True, name="moved")
+    moved_back = b.resource_slice(
+        None, [b.gpu_device("gpu-9", node="x")], pool="shared-b", all_nodes=True, name="moved"
+    )
+    rule = b.device_taint_rule("drain-1", b.taint("maintenance"), pool="worker-1", created=CREATED)
+    narrow_class = b.device_class(selectors=['device.attributes["gpu.nvidia.com"].productName != ""'], created=CREATED)
+    stages = [
+        [*base, *nodes, *_slices("worker-0", "worker-1"), *shared, moved],
+        [*base, *nodes, *_slices("worker-0", "worker-1", "worker-2"), *shared, moved],  # a slice added
+        [*base, *nodes, *_slices("worker-0", "worker-2"), *_slices("worker-1", model=b.H100_80GB), *shared, moved],
+        [*base, *nodes, *_slices("worker-0"), *_slices("worker-1", model=b.H100_80GB), *shared, moved],  # removed
+        [*base, *nodes[1:], *_slices("worker-0"), *_slices("worker-1", model=b.H100_80GB), *shared, moved],  # node
+        [
+            *base[:1],
+            narrow_class,
+            *nodes[1:],
+            *_slices("worker-0"),
+            *_slices("worker-1", model=b.H100_80GB),
+            *shared,
+            moved,
+        ],
+        [
+            *base,
+            *nodes[1:],
+            *_slices("worker-0"),
+            *_slices("worker-1", model=b.H100_80GB),
+            shared[0],
+            moved,
+        ],  # pool incomplete
+        [*base, *nodes[1:], *_slices("worker-0"), *_slices("worker-1", model=b.H100_80GB), shared[0], moved_back],
+        [*base, *nodes[1:], *_slices("worker-0"), *_slices("worker-1", model=b.H100_80GB), shared[0], moved_back, rule],
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(inventory_rows, "changed_pools", lambda *_args: None)  # every device compared
+        for i, objects in enumerate(stages):
+            import_objects(tmp_path, objects, AT + i * M)
+    full = _rows()
+    # Every stage but the node's and the class's changed some row (the sequence exercises each case).
+    moments = {row[3] for row in full} | {row[4] for row in full if row[4] is not None}
+    assert moments == {AT + i * M for i in range(len(stages)) if i not in (4, 5)}, sorted(moments)
+    assert any(
+        row[1] == "shared" and row[2] == "gpu-0" and row[3] == AT + 6 * M for row in full
+    )  # same slice, pool incomplete
+    InventoryDevice.objects.all().delete()
+    DerivedSnapshot.objects.update(version="older")
+    compared: list[set[tuple[str, str]] | None] = []
+
+    def spy(*args: Any) -> set[tuple[str, str]] | None:
+        compared.append(changed_pools(*args))
+        return compared[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(inventory_rows, "changed_pools", spy)
+        call_command("rebuild-derived", stdout=StringIO())  # the first snapshot in full, the rest incrementally
+    assert _rows() == full
+    # Neither the node's removal nor the class's change compares any device (no slice or rule changed).
+    gpu = b.GPU_DRIVER
+    assert compared == [
+        {(gpu, "worker-2")},
+        {(gpu, "worker-1")},
+        {(gpu, "worker-2")},
+        {(gpu, "shared")},
+        {(gpu, "other"), (gpu, "shared-b")},
+        None,  # the rule's change: every device
+    ]
+
+
+def test_an_unchanged_pools_rows_are_not_read_again(tmp_path: Path) -> None:
+    """A slice change compares the rows of its own pool only: an open row of another pool (marked here)
+    is neither compared nor rewritten; a taint rule's change compares every device."""
+    base = [b.namespace(NS, created=CREATED), b.node(NODE, CREATED), b.node("worker-1", CREATED)]
+    import_objects(tmp_path, [*base, *_slices(NODE, "worker-1")], AT)
+    untouched = InventoryDevice.objects.filter(pool=NODE)
+    kept = sorted(untouched.values_list("pk", flat=True))
+    untouched.update(content_hash="marked")
+    import_objects(tmp_path, [*base, *_slices(NODE), *_slices("worker-1", model=b.H100_80GB)], AT + M)
+    assert sorted(InventoryDevice.objects.filter(pool=NODE, valid_to__isnull=True).values_list("pk", flat=True)) == kept
+    assert set(InventoryDevice.objects.filter(pool=NODE).values_list("content_hash", flat=True)) == {"marked"}
+    changed = InventoryDevice.objects.filter(pool="worker-1")
+    assert [r.valid_to for r in changed.order_by("valid_from", "device")] == [AT + M, AT + M, None, None]
+    rule = b.device_taint_rule("drain", b.taint("maintenance"), pool="worker-1", created=CREATED)
+    import_objects(tmp_path, [*base, *_slices(NODE), *_slices("worker-1", model=b.H100_80GB), rule], AT + 2 * M)
+    # Every device compared: the marked rows are told apart from what the slices say and written again.
+    assert not InventoryDevice.objects.filter(valid_to__isnull=True, content_hash="marked").exists()

@@ -3,6 +3,7 @@ the same document at every snapshot of the demo story, for a platform admin and 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from derived.models import OverviewDocument, OverviewNamespace
 from derived.overviews import stored_overview
 from derived.reading import overview_read
 from derived.thresholds import leak_thresholds
+from domain.cluster.timefmt import rfc3339
 from domain.reports.redaction import Redactor, Scope
 from tests.story_counts import TEAM
 
@@ -122,3 +124,41 @@ def test_a_team_member_sees_no_other_teams_names(demo_history: Any) -> None:
     # The page shows the member's document as the rendering gives it.
     rendered = stored_overview(history, Scope(admin=False, namespaces=frozenset({TEAM})), leak_thresholds())
     assert rendered is not None and rendered == response.context["doc"]
+
+
+def test_a_quiet_checkpoint_is_served_the_rendering_before_it(
+    tmp_path: Path, settings: Any, admin_client: Client
+) -> None:
+    """A snapshot that changed nothing renders no overview while the stored one is younger than
+    CLAIMLINE_OVERVIEW_REFRESH: readers of it get that rendering, about the checkpoint, saying when its
+    figures were computed; once older, the next checkpoint renders again."""
+    settings.CLAIMLINE_OVERVIEW_REFRESH = 300
+    stages = list(demo_snapshots(DEMO_BASE))
+    for i, (at, objects) in enumerate(stages):
+        dump = tmp_path / f"stage-{i}.json"
+        dump.write_bytes(b.dump_json(objects))
+        call_command("import-snapshot", str(dump), "--at", at.isoformat())
+    rendered_at = stages[-1][0]
+    quiet = rendered_at + timedelta(minutes=1)
+    call_command("import-snapshot", str(dump), "--at", quiet.isoformat())
+    cluster = Cluster.objects.get(name="demo")
+    assert not Snapshot.objects.get(cluster=cluster, at=quiet).changed
+    assert OverviewDocument.objects.select_related("snapshot").get(cluster=cluster).snapshot.at == rendered_at
+    history = StoredHistory(cluster, quiet)
+    for scope in _scopes(history):
+        served = stored_overview(history, scope, leak_thresholds())
+        assert served is not None, scope
+        expected = _computed(StoredHistory(cluster, rendered_at), scope)
+        expected.update(as_of=rfc3339(quiet), figures_as_of=expected["as_of"])
+        assert _json(served) == _json(expected), scope
+    page = admin_client.get("/c/demo/", secure=True)
+    assert page.context["doc"]["as_of"] == rfc3339(quiet)
+    assert "Nothing changed since" in page.content.decode()
+    # The stored rendering stands for no snapshot before the one it was rendered for.
+    assert stored_overview(StoredHistory(cluster, stages[-2][0]), Scope(admin=True), leak_thresholds()) is None
+    settings.CLAIMLINE_OVERVIEW_REFRESH = 90  # the rendering is now too old for the next checkpoint
+    later = quiet + timedelta(minutes=1)
+    call_command("import-snapshot", str(dump), "--at", later.isoformat())
+    assert OverviewDocument.objects.select_related("snapshot").get(cluster=cluster).snapshot.at == later
+    served = stored_overview(StoredHistory(cluster, later), Scope(admin=True), leak_thresholds())
+    assert served is not None and "figures_as_of" not in served
