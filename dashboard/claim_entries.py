@@ -35,9 +35,9 @@ def every_claim_response(history: StoredHistory, scope: Scope) -> HttpResponse:
     stored = claim_listing_entries(history, scope)
     if stored is None or not all(entry for _uid, entry in stored):  # listings written before entries were
         return JsonResponse({"as_of": as_of, "claims": claim_entries(history, claims_read(history, scope))})
-    url = claim_url(history.cluster.name)
+    url = claim_url_json(history.cluster.name)
     # Each entry is a JSON object: its URL goes before its closing brace, as the last key.
-    claims = ", ".join(f'{entry[:-1]}, "url": {json.dumps(url(uid))}}}' for uid, entry in stored)
+    claims = ", ".join(f'{entry[:-1]}, "url": {url(uid)}}}' for uid, entry in stored)
     return HttpResponse(f'{{"as_of": {json.dumps(as_of)}, "claims": [{claims}]}}', content_type="application/json")
 
 
@@ -46,9 +46,24 @@ def claim_entries(history: StoredHistory, summaries: Iterable[ClaimSummary]) -> 
     return [{**s.entry(), "url": url(s.uid)} for s in summaries]
 
 
+def claim_url_json(cluster: str) -> Callable[[str], str]:
+    """``json.dumps`` of a claim page's URL (``claim_url``): for a plain UID, the list's prefix encoded
+    once and the UID after it (JSON escapes none of its characters), not an encoding per claim."""
+    url = claim_url(cluster)
+    # The opening quote and the prefix claim_url puts before a plain UID, without the closing quote.
+    quoted_prefix = json.dumps(_claims_prefix(cluster))[:-1]
+
+    def encoded(uid: str) -> str:
+        if _PLAIN.fullmatch(uid):
+            return f'{quoted_prefix}{uid}/"'
+        return json.dumps(url(uid))
+
+    return encoded
+
+
 def claim_url(cluster: str) -> Callable[[str], str]:
     """The URL of a claim's page, as ``reverse("claim", …)`` gives it, reversed once per list."""
-    prefix = reverse("claims", args=[cluster]) + "/"
+    prefix = _claims_prefix(cluster)
 
     def url(uid: str) -> str:
         if _PLAIN.fullmatch(uid):
@@ -56,3 +71,7 @@ def claim_url(cluster: str) -> Callable[[str], str]:
         return reverse("claim", args=[cluster, uid])
 
     return url
+
+
+def _claims_prefix(cluster: str) -> str:
+    return reverse("claims", args=[cluster]) + "/"

@@ -14,6 +14,7 @@ from access.scope import is_platform_admin, redactor_of, scope_for
 from collector.history_reader import StoredHistory
 from collector.recent_history import ReadError, open_history
 from dashboard import charts
+from dashboard.breakdown import breakdown_rows
 from dashboard.clusters import cluster_or_404
 from dashboard.leak_flags import flags_for
 from dashboard.views import render_page
@@ -119,7 +120,7 @@ def review(request: HttpRequest, cluster: str) -> HttpResponse:
         "devices_chart": charts.devices_over_time(doc["series"]["devices"]),
         "weekly_chart": charts.leaked_by_week(doc["series"]["weekly"]),
         "header": header,
-        "rows": rows,
+        "breakdown": breakdown_rows(rows),
         # Allocated ÷ advertised device-hours, the cluster's and each model's (cluster-wide numbers,
         # which a team member sees too, as on the overview).
         "utilization": percent(doc["totals"].get("utilization")),

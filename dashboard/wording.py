@@ -88,7 +88,8 @@ def to_the_second(value: Any) -> Any:
     if isinstance(value, datetime):
         return value.replace(microsecond=0)
     if isinstance(value, str):
-        return _FRACTION.sub(r"\1", value)
+        # Most stamps have no fraction: no substitution (a week's chart has thousands of points).
+        return _FRACTION.sub(r"\1", value) if "." in value else value
     return value
 
 

@@ -348,7 +348,8 @@ class ClaimListing(models.Model):
             models.UniqueConstraint(fields=["cluster", "claim_uid", "valid_from"], name="claimlisting_identity_time"),
         ]
         indexes = [
-            # The newest snapshot's list (the usual read), in the order it is shown, and the writer's heads.
+            # The writer's heads. The list is read in its order (by code point) through claimlisting_order,
+            # an index in the "C" collation that only PostgreSQL has (migration 0022).
             models.Index(
                 fields=["cluster", "namespace", "name"],
                 name="claimlisting_open_by_name",

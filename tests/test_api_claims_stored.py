@@ -3,6 +3,7 @@ computed on read make (``JsonResponse``), for a platform admin and for a team me
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from django.test import Client
 from access.models import NamespaceGrant
 from collector.history_reader import StoredHistory
 from collector.models import Cluster, Snapshot
-from dashboard.claim_entries import claim_entries
+from dashboard.claim_entries import claim_entries, claim_url, claim_url_json
 from derived.models import ClaimListing
 from derived.reading import claim_key, claims_read
 from domain.cluster.claim_summaries import claim_summaries
@@ -68,3 +69,9 @@ def test_listings_stored_without_entries_are_answered_from_the_decoded_rows(
     before = admin_client.get("/api/claims", {"cluster": "demo"}, secure=True).content
     ClaimListing.objects.filter(cluster=cluster).update(entry="")
     assert admin_client.get("/api/claims", {"cluster": "demo"}, secure=True).content == before
+
+
+@pytest.mark.parametrize("uid", ["0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "a.b_c~d", "with space", 'ü"\\', "?#"])
+def test_a_claims_url_encoded_once_per_list_is_its_json(uid: str) -> None:
+    # The joined list puts each URL in as claim_url_json gives it: the same text json.dumps makes of it.
+    assert claim_url_json("demo")(uid) == json.dumps(claim_url("demo")(uid))
