@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('derived', '0021_claim_listing_entries'),
+        ('derived', '0022_claim_listing_order_index'),
     ]
 
     operations = [
