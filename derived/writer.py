@@ -159,7 +159,8 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
                 written += _write_device_counts(snapshot, history)
                 written += _write_inventory_usage(snapshot, history)
             if full or changed_kinds & ROW_KINDS:
-                written += write_inventory_devices(snapshot, Inventory.of(history.state), None if base is None else base[0])
+                after = None if base is None else base[0]
+                written += write_inventory_devices(snapshot, Inventory.of(history.state), after)
             if full or changed_inventory:
                 written += _write_class_matches(snapshot, history)
             written += _write_leak_candidates(changes, history, full)
