@@ -4,13 +4,15 @@ When the layer covers the snapshot: the devices from their ``InventoryDevice`` r
 document is the device as its slice lists it: attributes and capacity for CEL), who holds each from
 the ``AllocationSpan`` rows valid at the asked time, and what cannot be allocated that no claim holds
 whole from the ``InventoryUsage`` document. No slice, claim or counter set is decoded; only a device
-without a node of its own reads the cluster's Nodes, to say where it is reachable from. The CEL
+without a node of its own reads the cluster's Nodes, to say where it is reachable from. A process keeps
+each cluster's devices read last: the next snapshot with the same rows decodes none. The CEL
 evaluation is the same; the answer is the same as from the state's ``Inventory`` (tests compare them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import orjson
 
@@ -36,12 +38,13 @@ class RowStock:
         devices: list[AdvertisedDevice],
         holders: dict[DeviceId, str],
         unavailable: dict[DeviceId, str],
+        selectors: SelectorCache,
     ) -> None:
         self._state = state
         self._devices = devices
         self._holders = holders
         self._unavailable = unavailable
-        self._selectors = SelectorCache()
+        self._selectors = selectors
         self._nodes: list[NodeInfo] | None = None
 
     @property
@@ -81,13 +84,7 @@ def _read_stock(history: StoredHistory) -> RowStock | None:
     stored = orjson.loads(usage) if usage is not None else None
     if not isinstance(stored, dict) or "unavailable" not in stored:
         return None
-    devices = [
-        advertised_device(driver, pool, name, orjson.loads(document))
-        for driver, pool, name, document in devices_at(history)
-        .values_list("driver", "pool", "device", "document")
-        .iterator(BATCH)
-    ]
-    devices.sort(key=lambda d: d.id)  # as the inventory lists them: by (driver, pool, name), by code point
+    devices, selectors = _devices(history)
     # As ``device_holders`` picks among a shared device's claims: the first by namespace and name.
     first: dict[DeviceId, tuple[str, str]] = {}
     spans = held_spans(history.cluster.pk, history.as_of)
@@ -97,4 +94,34 @@ def _read_stock(history: StoredHistory) -> RowStock | None:
             first[key] = (namespace, claim)
     holders = {key: f"{namespace}/{claim}" for key, (namespace, claim) in first.items()}
     unavailable = {(driver, pool, name): why for driver, pool, name, why in stored["unavailable"]}
-    return RowStock(history.state, devices, holders, unavailable)
+    return RowStock(history.state, devices, holders, unavailable, selectors)
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    rows: tuple[tuple[int, str], ...]  # the InventoryDevice rows' keys and content hashes, sorted
+    devices: list[AdvertisedDevice]
+    selectors: SelectorCache
+
+
+# Per cluster, the devices read last. A snapshot that changed no slice nor taint rule has the same rows
+# (a row is written again only when its device changes), so its first request decodes nothing and finds
+# the verdicts of the expressions asked before: the selector cache goes with the devices.
+_LAST: dict[int, _Decoded] = {}
+
+
+def _devices(history: StoredHistory) -> tuple[list[AdvertisedDevice], SelectorCache]:
+    rows = devices_at(history)
+    cluster_pk = history.cluster.pk
+    last = _LAST.get(cluster_pk)
+    if last is not None and tuple(sorted(rows.values_list("pk", "content_hash").iterator(BATCH))) == last.rows:
+        return last.devices, last.selectors
+    keys = []
+    devices = []
+    read = rows.values_list("pk", "content_hash", "driver", "pool", "device", "document")
+    for pk, digest, driver, pool, name, document in read.iterator(BATCH):
+        keys.append((pk, digest))
+        devices.append(advertised_device(driver, pool, name, orjson.loads(document)))
+    devices.sort(key=lambda d: d.id)  # as the inventory lists them: by (driver, pool, name), by code point
+    decoded = _LAST[cluster_pk] = _Decoded(tuple(sorted(keys)), devices, SelectorCache())
+    return decoded.devices, decoded.selectors

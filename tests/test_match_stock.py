@@ -134,3 +134,28 @@ def test_a_snapshot_the_layer_does_not_cover_reads_the_state(tmp_path: Path) -> 
     history = StoredHistory(_demo())
     assert stored_stock(history) is None
     assert match_devices(history.state, "true")["total"] > 0
+
+
+def test_a_snapshot_with_the_same_rows_reuses_the_devices_read_before(tmp_path: Path) -> None:
+    """Only a claim changed: the next snapshot's devices are not decoded again, its holders are its own."""
+    from datetime import timedelta
+
+    from derived import match_stock
+
+    times = [AT, AT + timedelta(minutes=10), AT + timedelta(minutes=20)]
+    clusters = [partitions.cluster(0), partitions.cluster(0, 1), shared_capacity.cluster("50Gi")]
+    for at, objects in zip(times, clusters, strict=True):
+        import_objects(tmp_path, objects, at)
+    cluster = Cluster.objects.get()
+    match_stock._LAST.clear()
+    stocks = [stored_stock(StoredHistory(cluster, at)) for at in times]
+    assert stocks[0] is not None and stocks[1] is not None and stocks[2] is not None
+    assert stocks[1].devices is stocks[0].devices  # the same rows: read once
+    assert stocks[2].devices is not stocks[1].devices  # the slices changed
+    answers = [
+        match_devices(StoredHistory(cluster, at).state, "true", None, stock)
+        for at, stock in zip(times, stocks, strict=True)
+    ]
+    for at, answer in zip(times, answers, strict=True):
+        assert answer == match_devices(StoredHistory(cluster, at).state, "true")
+    assert answers[0] != answers[1]  # ml/part-b holds a partition in the second
