@@ -133,7 +133,7 @@ def api_match_devices(request: HttpRequest, history: StoredHistory) -> Any:
     if not expression.strip():
         return _error(400, "pass expression=CEL")
     try:
-        found = match_devices_typed(history.state, expression, request.GET.get("class") or None)
+        found = match_devices_typed(history, expression, request.GET.get("class") or None)
     except SelectorCompileError as exc:
         return _error(400, f"the expression does not compile: {exc}")
     except SelectorLimitExceeded as exc:

@@ -169,7 +169,7 @@ def playground(request: HttpRequest, cluster: str) -> HttpResponse:
     context["classes"] = sorted(o["metadata"]["name"] for o in history.state.of_kind("DeviceClass"))
     if expression:
         try:
-            found = match_devices_typed(history.state, expression, class_name)
+            found = match_devices_typed(history, expression, class_name)
             # As /api/match-devices: the holders of unavailable devices are redacted for a team member.
             context["result"] = redactor_of(request.user, history).matches(found)
         except SelectorCompileError as exc:

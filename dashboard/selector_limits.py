@@ -7,8 +7,9 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
+from collector.history_reader import StoredHistory
+from derived.match_stock import stored_stock
 from domain.allocator.limits import Limits, match_devices_within_limits
-from domain.cluster.state import ClusterState
 
 
 def selector_limits() -> Limits:
@@ -25,6 +26,9 @@ def forbid_database() -> None:
         connection.execute_wrappers.append(_refuse_queries)
 
 
-def match_devices_typed(state: ClusterState, expression: str, class_name: str | None) -> dict[str, Any]:
-    """``match_devices`` of a selector from the playground, the API or the command, within the limits."""
-    return match_devices_within_limits(state, expression, class_name, selector_limits(), forbid_database)
+def match_devices_typed(history: StoredHistory, expression: str, class_name: str | None) -> dict[str, Any]:
+    """``match_devices`` of a selector from the playground, the API or the command, within the limits:
+    over the derived layer's device rows when it covers the snapshot, else over the state's inventory."""
+    return match_devices_within_limits(
+        history.state, expression, class_name, selector_limits(), forbid_database, stored_stock(history)
+    )

@@ -25,6 +25,7 @@ from django.db.models import Q
 from collector.history_reader import decode_stored
 from collector.models import ObjectVersion, Snapshot
 from derived.models import InventoryDevice
+from domain.allocator.device_stock import match_unavailable
 from domain.cluster.state import ClusterState
 from domain.inventory.devices import (
     AdvertisedDevice,
@@ -218,14 +219,17 @@ def inventory_totals(devices: Iterable[AdvertisedDevice], holders: Mapping[Devic
 
 def inventory_usage(inventory: Inventory) -> dict[str, Any]:
     """The page's counts (``inventory_totals``), the counter sets in use and the devices their consumed
-    counters block (each with its node, for the page's node filter); no counter sets without a device
-    drawing on one."""
+    counters block (each with its node, for the page's node filter), and match-devices' unavailable
+    devices (``match_unavailable``); no counter sets without a device drawing on one."""
     totals = inventory_totals(inventory.devices, inventory.holders)
+    # What match-devices says of the devices it cannot allocate that no claim holds whole.
+    unavailable = [[*device_id, text] for device_id, text in sorted(match_unavailable(inventory).items())]
     if not any(d.entry.get("consumesCounters") for d in inventory.devices):
-        return {"totals": totals, "counter_sets": [], "blocked": []}
+        return {"totals": totals, "counter_sets": [], "blocked": [], "unavailable": unavailable}
     blocked = counter_blocked(inventory)
     return {
         "totals": totals,
+        "unavailable": unavailable,
         "counter_sets": counter_set_usage(inventory),
         "blocked": [
             {"device": list(device_id), "node": node_of(inventory.by_id[device_id]), "entry": entry}

@@ -18,7 +18,7 @@ from collector.models import Cluster, Snapshot
 # refactor of the domain leaves stored rows valid. tests/test_derivation_version.py keeps the two
 # together: it derives the demo story and the shared scenarios and compares a digest of every stored
 # row with the one recorded for this version.
-DOMAIN_VERSION = "2026-12-02.1"
+DOMAIN_VERSION = "2026-12-02.2"
 
 
 class DerivedSnapshot(models.Model):
@@ -205,7 +205,9 @@ class ClassMatches(ClusterWideRow):
 class InventoryUsage(ClusterWideRow):
     """What the inventory page shows beside its device rows that no row can say: the counter sets in use
     (``shared_usage.counter_set_usage``) and the devices their consumed counters block
-    (``shared_usage.counter_blocked``), as of a span of snapshots.
+    (``shared_usage.counter_blocked``), as of a span of snapshots; and what match-devices says of the
+    devices it cannot allocate that no claim holds whole (``device_stock.match_unavailable``), so that
+    it reads the device rows and the spans instead of the state's inventory.
 
     Derived again after a snapshot that changed the inventory or what holds it (the DeviceCounts
     condition), and a new row only when the document differs. Without a device drawing on a counter
@@ -214,7 +216,8 @@ class InventoryUsage(ClusterWideRow):
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="inventory_usage")
     document = models.TextField(
-        help_text='JSON: {"counter_sets": [...], "blocked": [{"device", "node", "entry"}, ...]}.'
+        help_text='JSON: {"totals", "counter_sets": [...], "blocked": [{"device", "node", "entry"}, ...], '
+        '"unavailable": [[driver, pool, device, why], ...]}.'
     )
     content_hash = models.CharField(max_length=32)
 

@@ -20,6 +20,7 @@ from derived.inventory_listing import (
     listing_from_rows,
     listing_on_read,
 )
+from derived.match_stock import stored_stock
 from derived.models import ClassMatches, InventoryDevice, InventoryUsage, PodExplanation
 from derived.reading import (
     audit_read,
@@ -36,7 +37,7 @@ from derived.rendered import metrics_text_stands
 from derived.reports import valid_rows
 from derived.review import review_read
 from derived.thresholds import leak_thresholds
-from domain.allocator.matching import class_matches
+from domain.allocator.matching import class_matches, match_devices
 from domain.cluster.claim_summaries import claim_summaries
 from domain.cluster.state import deleted_of
 from domain.cluster.timefmt import parse_time
@@ -98,6 +99,7 @@ def assert_layer_matches_derivation(
             assert stored_rows(cluster, claim_uid, at) == rows_from(judged, claim_uid), (at, claim_uid)
         _assert_device_histories_match(cluster, at)
         _assert_inventory_listings_match(cluster, at)
+        assert_match_devices_match(cluster, at)
         for kind in ("ResourceSlice", "ResourceClaim", "Pod"):  # what the audit reads of deleted slices
             assert history.deleted(kind) == deleted_of(history.all_versions(kind)), (at, kind)
         for redactor in _redactors(history):  # the overview and the claims list, as an admin and as a team member
@@ -169,6 +171,35 @@ def _assert_inventory_listings_match(cluster: Cluster, at: datetime) -> None:
         assert now.counter_sets == _json(counter_sets_of(inventory, device_id)), (at, device_id)
         blocked = counter_blocked(inventory, [advertised]).get(device_id) if advertised else None
         assert now.blocked == _json(blocked), (at, device_id)
+
+
+# Selectors over what the demo and the scenarios advertise: every device, a capacity compared, the shared
+# devices, an attribute some devices lack (an error on those), one false everywhere, and a macro.
+MATCH_EXPRESSIONS = (
+    "true",
+    "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('40Gi')) > 0",
+    "device.allowMultipleAllocations",
+    "device.attributes['gpu.nvidia.com'].sharing == 'mps'",
+    "device.driver == 'nowhere.example.com'",
+    "device.attributes['gpu.nvidia.com'].exists(a, a == 'productName')",
+)
+
+
+def assert_match_devices_match(cluster: Cluster, at: datetime) -> None:
+    """match-devices over the stored rows (``derived.match_stock``) answers what it answers over the
+    state's ``Inventory``, for each selector within no class and within each DeviceClass."""
+    history = StoredHistory(cluster, at)
+    stock = stored_stock(history)
+    assert stock is not None, at
+    classes = [None, *sorted(str(c["metadata"]["name"]) for c in history.state.of_kind("DeviceClass"))]
+    for class_name in classes:
+        for expression in MATCH_EXPRESSIONS:
+            on_read = match_devices(StoredHistory(cluster, at).state, expression, class_name)
+            assert _json(match_devices(history.state, expression, class_name, stock)) == _json(on_read), (
+                at,
+                class_name,
+                expression,
+            )
 
 
 def _redactors(history: StoredHistory) -> list[Redactor]:

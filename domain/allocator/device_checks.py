@@ -13,9 +13,9 @@ import hashlib
 import re
 import weakref
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
@@ -31,6 +31,8 @@ from domain.cluster.quantity import Quantity, QuantityError
 from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory
 
 # --- selectors over devices ------------------------------------------------------------------------
+
+T = TypeVar("T")
 
 MATCH = "match"
 CLASS_FALSE = "class-selector-false"
@@ -75,6 +77,8 @@ class SelectorCache:
         # snapshot): the answers, not only the projections, are the snapshot's.
         self._verdicts: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[Sequence[AdvertisedDevice], list[Verdict]]]
         self._verdicts = {}
+        # What follows from those verdicts alone (match-devices' why-not sentences), kept beside them.
+        self._after: dict[Hashable, tuple[Sequence[AdvertisedDevice], Any]] = {}
 
     def device(self, device: AdvertisedDevice) -> Device:
         return self._known(device)[1]
@@ -143,6 +147,17 @@ class SelectorCache:
             self._verdicts.clear()
         self._verdicts[asked] = (devices, found)  # the list is held, so ``is`` cannot match another
         return found
+
+    def kept(self, devices: Sequence[AdvertisedDevice], key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()`` of what ``devices``' verdicts alone decide, once per ``key`` and list of devices."""
+        known = self._after.get(key)
+        if known is not None and known[0] is devices:
+            return known[1]  # type: ignore[no-any-return]
+        if len(self._after) >= 64:  # as the verdicts: one per expression asked, bounded all the same
+            self._after.clear()
+        value = compute()
+        self._after[key] = (devices, value)
+        return value
 
     def evaluate(self, expr: str, device: AdvertisedDevice) -> tuple[bool, str | None]:
         """(matched, error); a selector that does not compile is an error on every device."""

@@ -45,6 +45,7 @@ from domain.allocator.cel import (
     compile_selector,
     evaluation_budget,
 )
+from domain.allocator.device_stock import DeviceStock, InventoryStock
 from domain.allocator.matching import match_devices
 from domain.cluster.asks import class_selectors, find_class
 from domain.cluster.state import ClusterState
@@ -76,11 +77,13 @@ def match_devices_within_limits(
     class_name: str | None = None,
     limits: Limits | None = None,
     prepare_child: Callable[[], None] | None = None,
+    stock: DeviceStock | None = None,
 ) -> dict[str, Any]:
     """``match_devices`` for a selector someone typed, within Kubernetes' cost limit and ``limits``.
 
     Raises SelectorCompileError (SelectorCostError over the cost limit), LookupError (no such
     class), and SelectorLimitExceeded. ``prepare_child`` runs first thing in a forked child.
+    The devices come from ``stock`` when given, else from the state's ``Inventory``.
     """
     limits = limits or Limits()
     compiled = compile_selector(expression)
@@ -92,11 +95,15 @@ def match_devices_within_limits(
                 worst = max(worst, compile_selector(selector).max_cost)
     if worst <= limits.in_process_cost:
         with evaluation_budget(limits.seconds):
-            return match_devices(state, expression, class_name)
-    for kind in KINDS_READ:
-        state.of_kind(kind)
-    Inventory.of(state)  # built once here, kept with the state for the next request
-    return run_bounded(lambda: match_devices(state, expression, class_name), limits, prepare_child)
+            return match_devices(state, expression, class_name, stock)
+    if stock is None:
+        for kind in KINDS_READ:
+            state.of_kind(kind)
+        stock = InventoryStock(Inventory.of(state))  # built once here, kept with the state for the next request
+    state.of_kind("DeviceClass")
+    stock.preload()
+    chosen = stock
+    return run_bounded(lambda: match_devices(state, expression, class_name, chosen), limits, prepare_child)
 
 
 # The child's evaluation clock, for the parent: CPU seconds its evaluations took, and the child's CPU

@@ -39,6 +39,7 @@ from domain.allocator.device_checks import (
 )
 from domain.allocator.device_checks import selector_cache as selector_cache
 from domain.allocator.device_checks import selector_references as selector_references
+from domain.allocator.device_stock import DeviceStock, InventoryStock
 from domain.allocator.picking import BUDGET, Choice, search
 from domain.cluster.asks import ClaimRequest, DeviceAsk, class_selectors, taint_label
 from domain.cluster.asks import DeviceClassNotFound as DeviceClassNotFound
@@ -82,9 +83,13 @@ def blocking_taints(device: AdvertisedDevice, tolerations: Iterable[Mapping[str,
     ]
 
 
-def match_devices(state: ClusterState, expression: str, class_name: str | None = None) -> dict[str, Any]:
+def match_devices(
+    state: ClusterState, expression: str, class_name: str | None = None, stock: DeviceStock | None = None
+) -> dict[str, Any]:
     """Which advertised devices ``expression`` matches (within ``class_name`` when given).
 
+    The devices, their holders and availability come from ``stock`` when given (the derived layer's
+    rows), else from the state's ``Inventory``; the DeviceClass from the state either way.
     A bad expression raises SelectorCompileError; an unknown class DeviceClassNotFound.
     """
     compile_selector(expression)  # fail loudly before looking at any device
@@ -94,33 +99,25 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
         if device_class is None:
             raise DeviceClassNotFound(f"DeviceClass {class_name} does not exist")
         class_exprs = class_selectors(device_class)
-    inventory = Inventory.of(state)
-    cache = selector_cache(inventory)  # repeated asks over one state convert its devices once
-    verdicts = cache.verdicts(inventory.devices, class_exprs, (expression,))
-    held = inventory.holders
-    sharing: Sharing | None = None  # the ledger only when a matching device takes counters or capacity
-    labels: dict[int, str] = {}  # by the holder's identity: a claim holds several devices
+    stock = stock or InventoryStock(Inventory.of(state))
+    devices = stock.devices
+    verdicts = stock.selectors.verdicts(devices, class_exprs, (expression,))
     matched, errors, rejected = [], [], []
     failed: list[DeviceCheck] = []
-    for device, verdict in zip(inventory.devices, verdicts, strict=True):
+    for device, verdict in zip(devices, verdicts, strict=True):
         if verdict.outcome == MATCH:
             node = device.reach.node_name
             if node is None:
-                nodes = inventory.nodes_of(device)
+                nodes = stock.nodes_of(device)
                 node = nodes[0] if len(nodes) == 1 else None
             entry: dict[str, Any] = {"driver": device.driver, "pool": device.pool, "device": device.name, "node": node}
-            holder = held.get((device.driver, device.pool, device.name))
-            shareable = device.shareable
-            if holder is not None and not shareable:
-                label = labels.get(id(holder))
-                if label is None:
-                    label = labels[id(holder)] = _claim_label(holder)
-                entry |= {"available": False, "unavailable": f"allocated to {label}"}
-            elif shareable or device.entry.get("consumesCounters"):  # what Ledger.of accounts for
-                sharing = sharing or Sharing(ledger_of(inventory))
-                shortage = sharing.unavailable(device)
+            holder = stock.holder_label(device.id)
+            if holder is not None and not device.shareable:
+                entry |= {"available": False, "unavailable": f"allocated to {holder}"}
+            else:
+                shortage = stock.unavailable(device)
                 if shortage is not None:
-                    entry |= {"available": False, "unavailable": shortage.availability()}
+                    entry |= {"available": False, "unavailable": shortage}
             matched.append(entry)  # an available device's entry keeps the shape it always had
         elif verdict.outcome == ERROR:
             where = "class selector" if verdict.from_class else "expression"
@@ -130,11 +127,12 @@ def match_devices(state: ClusterState, expression: str, class_name: str | None =
             whose = f"DeviceClass {class_name} selector" if verdict.from_class else "expression"
             rejected.append({"device": device.label, "why": f"the {whose} `{verdict.expression}` is false"})
     return {
-        "total": len(inventory.devices),
+        "total": len(devices),
         "matched": matched,
         "errors": errors,
         "rejected": rejected,
-        "why_not": _why_not(failed),
+        # Asked again of the same devices, the sentences are the same: grouping 40,000 failures costs.
+        "why_not": list(stock.selectors.kept(devices, ("why_not", class_exprs, expression), lambda: _why_not(failed))),
     }
 
 
@@ -580,9 +578,7 @@ class _Placement:
             matching = [d for d in matches if d.id not in taken]
         if self.usage:
             matching = [d for d in matching if not self._taken_by_pod(analysis, ask, d)]
-        result = AskOnNode(
-            ask, self.node.name, Stage.NO_MATCH, ask.count, matching, len(matches) - len(matching)
-        )
+        result = AskOnNode(ask, self.node.name, Stage.NO_MATCH, ask.count, matching, len(matches) - len(matching))
         if refused:
             pools = self.inventory.pools
             result.refused_pools = [pools[k] for k in dict.fromkeys((d.driver, d.pool) for d in refused) if k in pools]

@@ -20,7 +20,7 @@ class Command(HistoryCommand):
     def handle(self, *args: object, **options: Any) -> None:
         history = self.history(options)
         try:
-            doc = match_devices_typed(history.state, str(options["expression"]), options["device_class"])
+            doc = match_devices_typed(history, str(options["expression"]), options["device_class"])
         except SelectorCompileError as exc:
             raise CommandError(f"the expression does not compile: {exc}") from None
         except SelectorLimitExceeded as exc:

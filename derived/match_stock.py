@@ -1,0 +1,127 @@
+"""match-devices' devices read from the derived layer (``domain.allocator.device_stock.DeviceStock``).
+
+When the layer covers the snapshot: the devices from their ``InventoryDevice`` rows (each row's
+document is the device as its slice lists it: attributes and capacity for CEL), who holds each from
+the ``AllocationSpan`` rows valid at the asked time, and what cannot be allocated that no claim holds
+whole from the ``InventoryUsage`` document. No slice, claim or counter set is decoded; only a device
+without a node of its own reads the cluster's Nodes, to say where it is reachable from. A process keeps
+each cluster's devices read last: the next snapshot with the same rows decodes none. The CEL
+evaluation is the same; the answer is the same as from the state's ``Inventory`` (tests compare them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from collector.history_reader import StoredHistory
+from derived.inventory_listing import devices_at, held_spans
+from derived.inventory_rows import advertised_device
+from derived.models import InventoryUsage
+from derived.reports import cluster_wide, covers
+from domain.allocator.device_checks import SelectorCache
+from domain.allocator.device_stock import DeviceStock
+from domain.cluster.state import ClusterState
+from domain.inventory.devices import AdvertisedDevice, DeviceId, NodeInfo, cluster_nodes
+
+BATCH = 2000
+
+
+class RowStock:
+    """One snapshot's devices, holders and unavailable devices as the derivation stored them."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        devices: list[AdvertisedDevice],
+        holders: dict[DeviceId, str],
+        unavailable: dict[DeviceId, str],
+        selectors: SelectorCache,
+    ) -> None:
+        self._state = state
+        self._devices = devices
+        self._holders = holders
+        self._unavailable = unavailable
+        self._selectors = selectors
+        self._nodes: list[NodeInfo] | None = None
+
+    @property
+    def devices(self) -> Sequence[AdvertisedDevice]:
+        return self._devices
+
+    @property
+    def selectors(self) -> SelectorCache:
+        return self._selectors
+
+    def holder_label(self, device_id: DeviceId) -> str | None:
+        return self._holders.get(device_id)
+
+    def unavailable(self, device: AdvertisedDevice) -> str | None:
+        return self._unavailable.get(device.id)
+
+    def nodes_of(self, device: AdvertisedDevice) -> list[str]:
+        if self._nodes is None:
+            self._nodes = cluster_nodes(self._state)  # Nodes only: most devices name their node
+        return [n.name for n in self._nodes if device.reachable_from(n)]
+
+    def preload(self) -> None:
+        if any(d.reach.node_name is None for d in self._devices):
+            self.nodes_of(self._devices[0])
+
+
+def stored_stock(history: StoredHistory) -> DeviceStock | None:
+    """The snapshot's ``RowStock``, once per loaded snapshot; None when the layer does not cover it (or
+    its usage document is an older derivation's, without the unavailable devices)."""
+    return history.derived("match-stock", lambda: _read_stock(history))
+
+
+def _read_stock(history: StoredHistory) -> RowStock | None:
+    if not covers(history):
+        return None
+    usage = cluster_wide(history, InventoryUsage, "document")
+    stored = orjson.loads(usage) if usage is not None else None
+    if not isinstance(stored, dict) or "unavailable" not in stored:
+        return None
+    devices, selectors = _devices(history)
+    # As ``device_holders`` picks among a shared device's claims: the first by namespace and name.
+    first: dict[DeviceId, tuple[str, str]] = {}
+    spans = held_spans(history.cluster.pk, history.as_of)
+    for driver, pool, name, namespace, claim in spans.values_list("driver", "pool", "device", "namespace", "name"):
+        key = (driver, pool, name)
+        if key not in first or (namespace, claim) < first[key]:
+            first[key] = (namespace, claim)
+    holders = {key: f"{namespace}/{claim}" for key, (namespace, claim) in first.items()}
+    unavailable = {(driver, pool, name): why for driver, pool, name, why in stored["unavailable"]}
+    return RowStock(history.state, devices, holders, unavailable, selectors)
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    rows: tuple[tuple[int, str], ...]  # the InventoryDevice rows' keys and content hashes, sorted
+    devices: list[AdvertisedDevice]
+    selectors: SelectorCache
+
+
+# Per cluster, the devices read last. A snapshot that changed no slice nor taint rule has the same rows
+# (a row is written again only when its device changes), so its first request decodes nothing and finds
+# the verdicts of the expressions asked before: the selector cache goes with the devices.
+_LAST: dict[int, _Decoded] = {}
+
+
+def _devices(history: StoredHistory) -> tuple[list[AdvertisedDevice], SelectorCache]:
+    rows = devices_at(history)
+    cluster_pk = history.cluster.pk
+    last = _LAST.get(cluster_pk)
+    if last is not None and tuple(sorted(rows.values_list("pk", "content_hash").iterator(BATCH))) == last.rows:
+        return last.devices, last.selectors
+    keys = []
+    devices = []
+    read = rows.values_list("pk", "content_hash", "driver", "pool", "device", "document")
+    for pk, digest, driver, pool, name, document in read.iterator(BATCH):
+        keys.append((pk, digest))
+        devices.append(advertised_device(driver, pool, name, orjson.loads(document)))
+    devices.sort(key=lambda d: d.id)  # as the inventory lists them: by (driver, pool, name), by code point
+    decoded = _LAST[cluster_pk] = _Decoded(tuple(sorted(keys)), devices, SelectorCache())
+    return decoded.devices, decoded.selectors
