@@ -125,3 +125,32 @@ def test_a_slice_change_without_node_objects_rederives_every_counted_pod(tmp_pat
     derived = _import(tmp_path, objects, 1)
     assert derived.pods_derived == counted
     assert assert_layer_matches_derivation("demo") > 0
+
+
+def _admin_pod(node: str) -> Objects:
+    """A running Pod in an admin-access namespace whose claim reaches ``node``'s gpu-0 with adminAccess (no span)."""
+    started = T0 - timedelta(hours=1)
+    created = T0 - timedelta(days=30)
+    pod = b.pod(
+        "ops", "monitor", started, claims=[("gpu", {"claim": "monitor-gpu"})], node_name=node, phase="Running",
+        conditions=b.running_conditions(started, started + timedelta(minutes=1)),
+        container_state=b.state_running(started + timedelta(minutes=1)),
+    )  # fmt: skip
+    claim = b.claim(
+        "ops", "monitor-gpu", [b.request(admin_access=True)], started,
+        allocated=[("gpu", node, "gpu-0")], allocated_at=started, reserved_for=[pod], admin_access=True,
+    )  # fmt: skip
+    return [b.namespace("ops", created=created, admin_access=True), pod, claim]
+
+
+def test_a_slice_change_rederives_the_pods_reaching_its_pool_with_admin_access(tmp_path: Path) -> None:
+    objects = small_cluster(pods=4) + _admin_pod("worker-1")
+    _import(tmp_path, objects, 0)
+    assert PodExplanation.objects.filter(valid_to__isnull=True, counted=True, name="monitor").exists()
+    objects = _replace(objects, "ResourceSlice", "worker-1", _slice("worker-1", driver_version="580.200.1"))
+    derived = _import(tmp_path, objects, 1)
+    assert derived.pods_derived == 3 and _rejudged(derived) <= {"train-1", "train-3", "monitor"}
+    objects = _replace(objects, "ResourceSlice", "worker-0", _slice("worker-0", driver_version="580.200.1"))
+    derived = _import(tmp_path, objects, 2)
+    assert derived.pods_derived == 2 and _rejudged(derived) <= {"train-0", "train-2"}
+    assert assert_layer_matches_derivation("demo") > 0
