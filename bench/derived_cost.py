@@ -33,6 +33,10 @@ checkpoints 30 s apart (``write_checkpoint``, as the watcher writes them), each 
 derivation, the inventory rows' share of it, and the renderings ``render_latest`` does after it
 (/metrics, the review, the overview; each skipped while the stored one stands).
 
+With ``--history DATABASE --cluster NAME --slice-change``: one more snapshot after the newest (which
+this code must have derived) that changes one device attribute of one ResourceSlice, of a pool where a
+claim holds a device, derived ``--repeat`` times (forgotten between): what one slice's change re-derives.
+
 Prints a JSON line per measurement (seconds; medians of ``--repeat``).
 """
 
@@ -258,12 +262,26 @@ def finished_week(client: Any, cluster: Any, stored: list[Any], nodes: int, repe
         emit(nodes=nodes, step="finished week's review page, stored (cold)", seconds=page())
 
 
-def rederive_newest_change(cluster_name: str, repeat: int) -> None:
-    """The newest changed snapshot of a derived history, derived again ``repeat`` times."""
+def derived_afresh(cluster: Any, snap: Any) -> tuple[Any, float, dict[str, Any]]:
+    """``snap`` derived once more, what was derived from it on forgotten first: (result, seconds, what it read)."""
     import gc
 
+    from derived.writer import derive_snapshot, forget_from
+
+    forget_from(cluster, snap.at)
+    gc.collect()
+    with reads_counted() as read:
+        start = time.perf_counter()
+        result = derive_snapshot(snap)
+        seconds = round(time.perf_counter() - start, 3)
+    return result, seconds, read
+
+
+def rederive_newest_change(cluster_name: str, repeat: int) -> None:
+    """The newest changed snapshot of a derived history, derived again ``repeat`` times."""
+
     from collector.models import Cluster, Snapshot
-    from derived.writer import covered, derive_snapshot, forget_from
+    from derived.writer import covered, derive_snapshot
 
     cluster = Cluster.objects.get(name=cluster_name)
     snapshots = Snapshot.objects.filter(cluster=cluster).order_by("-at")
@@ -273,12 +291,7 @@ def rederive_newest_change(cluster_name: str, repeat: int) -> None:
     later = list(snapshots.filter(at__gt=snap.at).order_by("at"))
     history = Snapshot.objects.filter(cluster=cluster, at__lte=snap.at).count()
     for attempt in range(repeat):
-        forget_from(cluster, snap.at)
-        gc.collect()
-        with reads_counted() as read:
-            start = time.perf_counter()
-            result = derive_snapshot(snap)
-            seconds = round(time.perf_counter() - start, 3)
+        result, seconds, read = derived_afresh(cluster, snap)
         emit(step="derive the newest churned snapshot again", attempt=attempt, seconds=seconds,
              snapshots_before=history - 1, result=result.describe() if result else None, **read)
         for after in later:
@@ -347,6 +360,50 @@ def follow(cluster_name: str, checkpoints: int, slice_changes: int) -> None:
         writer.write_inventory_devices = write_rows  # type: ignore[assignment]
 
 
+def derive_one_slice_change(cluster_name: str, repeat: int) -> None:
+    """A snapshot after the newest derived one that changes one held pool's slice, derived ``repeat`` times."""
+
+    import orjson
+
+    from collector.history_writer import start_snapshot, write_snapshot
+    from collector.models import Cluster, ObjectVersion, Snapshot
+    from collector.normalize import normalize
+    from derived.models import AllocationSpan
+    from derived.writer import covered
+
+    cluster = Cluster.objects.get(name=cluster_name)
+    newest = Snapshot.objects.filter(cluster=cluster).order_by("-at").first()
+    if newest is None or not covered(newest.pk):
+        raise SystemExit(f"{cluster_name}'s newest snapshot is not derived by this code: rebuild-derived it first")
+    held = AllocationSpan.objects.filter(cluster=cluster, end__isnull=True).order_by("driver", "pool")
+    driver, pool = held.values_list("driver", "pool").first() or ("", "")
+    live = ObjectVersion.objects.filter(cluster=cluster, kind="ResourceSlice", valid_to__isnull=True, deleted=False)
+    for content in live.values_list("content", flat=True).iterator(200):
+        obj = orjson.loads(content)
+        spec = obj.get("spec") or {}
+        if spec.get("driver") == driver and (spec.get("pool") or {}).get("name") == pool and spec.get("devices"):
+            break
+    else:
+        raise SystemExit(f"no live slice of the held pool {driver}/{pool}")
+    device = spec["devices"][0]
+    device.setdefault("attributes", {})["benchChanged"] = {"string": newest.at.isoformat()}  # one attribute
+    at = newest.at + timedelta(seconds=30)
+    snap = start_snapshot(cluster, at, SOURCE, started=at)
+    write_snapshot(snap, [normalize("ResourceSlice", obj)], (), finished=at)  # no kind complete: the rest stays
+    snap.refresh_from_db()
+    for attempt in range(repeat):
+        result, seconds, read = derived_afresh(cluster, snap)
+        emit(
+            step="derive one slice change",
+            attempt=attempt,
+            seconds=seconds,
+            pool=f"{driver}/{pool}",
+            pods_derived=result.pods_derived if result else None,
+            result=result.describe() if result else None,
+            **read,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=200, help="one size per run (Django is set up once)")
@@ -355,6 +412,7 @@ def main() -> None:
     parser.add_argument("--write-only", action="store_true", help="only the write side: no page timings")
     parser.add_argument("--history", help="a database holding a derived history (nothing is built)")
     parser.add_argument("--cluster", default="n5000", help="with --history: the cluster to derive again")
+    parser.add_argument("--slice-change", action="store_true", help="with --history: derive one slice's change")
     parser.add_argument("--database", help="the database to build in (default claimline_bench_derived_<N>)")
     parser.add_argument("--follow", type=int, default=0, metavar="N",
                         help="with --history: then derive the next generation and N quiet checkpoints (writes)")
@@ -366,6 +424,9 @@ def main() -> None:
 
         open_database(args.history, reuse=True)
         logging.getLogger("claimline").setLevel(logging.WARNING)
+        if args.slice_change:
+            derive_one_slice_change(args.cluster, args.repeat)
+            return
         rederive_newest_change(args.cluster, args.repeat)
         if args.follow:
             follow(args.cluster, args.follow, args.slice_changes)

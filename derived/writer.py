@@ -15,7 +15,9 @@ Only what a change can affect is re-derived (the rest of the rows stay valid):
 - any change to claims, templates or the inventory (slices, taint rules, classes, nodes, namespaces):
   every Pod still waiting (live, unfinished, not ``ok``), since devices were freed or
   taken; inventory changes also re-derive every counted Pod (its devices' slice, node or
-  class may be what changed);
+  class may be what changed), except that slice and node changes alone re-derive only the counted
+  Pods holding a device in a changed slice's pool, and none for a node that kept its labels
+  (``derived.inventory_scope``, which says why that suffices);
 - a change to a PodGroup or to a Pod of one: every live member of that group (a member's verdict
   and its document's ``group`` read its siblings), and every Pod still waiting.
 
@@ -48,6 +50,7 @@ from derived.documents import Packer
 from derived.event_lookups import forget_event_subjects_from, write_event_subjects
 from derived.holds import SpanHolds
 from derived.inventory_rows import ROW_KINDS, inventory_usage, write_inventory_devices
+from derived.inventory_scope import SCOPED_KINDS, counted_pods_touched
 from derived.leak_flags import write_leak_flags
 from derived.listings import write_claim_listings
 from derived.models import (
@@ -216,6 +219,7 @@ def affected_pods(
     claims: dict[str, set[str]] = {}  # namespace → claim UIDs
     events: list[tuple[str, str, bool]] = []
     waiting = inventory = False
+    scoped: dict[str, set[str]] = {}  # changed slices and nodes by kind: what they touch is bounded
     groups: set[GroupKey] = set()
     stored = changes.versions().values_list("kind", "uid", "namespace", "name", "content", "shapes_checked")
     for kind, uid, namespace, name, content, checked in stored.iterator(BATCH):
@@ -238,6 +242,9 @@ def affected_pods(
                 pods.update(_pods_named_by_claim(claim))
         elif kind == "ResourceClaimTemplate":
             waiting = True
+        elif kind in SCOPED_KINDS:
+            waiting = True
+            scoped.setdefault(kind, set()).add(uid)
         else:
             waiting = inventory = True
     for about in itertools.chain(involved.values(), _involved(cluster_id, events)):
@@ -258,6 +265,10 @@ def affected_pods(
     open_rows = _open(cluster_id)
     if waiting:
         pods.update(open_rows.filter(waiting=True).values_list("pod_uid", flat=True))
+    if scoped and not inventory:
+        touched = counted_pods_touched(cluster_id, scoped, changes.since, snapshot.at)
+        inventory = touched is None
+        pods.update(touched or ())
     if inventory:
         pods.update(open_rows.filter(counted=True).values_list("pod_uid", flat=True))
     # Live incarnations only: one deleted before the changes is not judged again (below), and one deleted

@@ -164,3 +164,13 @@ def test_derived_cost_derives_a_stored_history_again(runs: dict[str, Run], tmp_p
     assert "derive the newest churned snapshot again" in steps, stdout
     assert steps["churned snapshot (1 slices changed)"]["rendered"], stdout
     assert steps["quiet checkpoint"]["rendered"] == [], stdout  # every rendering stands for it
+    one_slice = Run(
+        "derived_cost.py",
+        ["--history", "claimline_bench_derived_4", "--cluster", "bench", "--repeat", "1", "--slice-change"],
+        env,
+        tmp_path,
+    )
+    returncode, stdout, stderr = one_slice.finish()
+    assert returncode == 0, stderr[-4000:]
+    derived = [line for line in _json_lines(stdout) if line.get("step") == "derive one slice change"]
+    assert derived and derived[0]["pods_derived"] is not None, stdout
