@@ -214,10 +214,13 @@ def test_errors_back_off_and_a_lasting_failure_is_recorded(server: FakeApiServer
         clock.now = T0 + timedelta(minutes=1)
         wait_for(lambda: "answered 500" in watcher.failing.get("Pod", ""), watcher)
         wait_for(lambda: Snapshot.objects.filter(status="failed").exists(), watcher, step=True)
-        failed = Snapshot.objects.get(status="failed")
-        assert "Pod: watching pods: API server answered 500" in failed.error
-        retries = [q for _m, p, q in server.requests if p == PODS and q.get("watch") == "1"]
-        assert len(retries) >= 3
+        failed = Snapshot.objects.filter(status="failed").order_by("at").first()  # more may follow while slow
+        assert failed is not None and "Pod: watching pods: API server answered 500" in failed.error
+
+        def retries() -> int:
+            return len([q for _m, p, q in server.requests if p == PODS and q.get("watch") == "1"])
+
+        wait_for(lambda: retries() >= 3, watcher)  # backing off, not giving up (slower on a loaded machine)
         server.clear_faults()
         wait_for(lambda: not watcher.failing, watcher)
         wait_for(lambda: watcher.step() is not None, watcher)  # healthy again: a checkpoint
