@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import Max, Min
 
 from collector import broker
 from collector.gcpause import release_snapshot
@@ -147,7 +147,8 @@ def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress 
     derived = DerivedSnapshot.objects.filter(cluster=cluster, version=DOMAIN_VERSION)
     done = set(derived.values_list("snapshot_id", flat=True))
     # A run between two derived ones was covered by the later one's derivation (``derived.pending``).
-    first, last = derived.order_by("at").values_list("at", flat=True).first(), derived.aggregate(m=Max("at"))["m"]
+    span = derived.aggregate(first=Min("at"), last=Max("at"))
+    first, last = span["first"], span["last"]
     todo: list[Snapshot] = []
     for run in runs.iterator():
         between = first is not None and last is not None and first < run.at < last
