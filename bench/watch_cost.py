@@ -30,7 +30,12 @@ newest derived one; derivation is on for a churn run).
 ``--scheduler``: what runs the periodic work. Quiet runs default to ``celery`` (derivation and
 notices are Celery's tasks, no worker runs: each process's cost is the collector's alone); churn
 runs to ``in-process`` (each process derives its snapshots and tells notices itself, so the backlog
-is measured). Results print as JSON lines; databases are ``claimline_bench_watch_<N>[_churn]_{poll,watch}``.
+is measured). ``--worker`` is the deployment's shape: the watcher only stores, and a Celery worker of
+its own (``--pool solo``: one process, so its CPU is all in it; its own Redis database) derives what
+it queues, coalesced; the worker's CPU and memory and the watcher's backlog are reported beside the
+watcher's. The poller then queues to a Redis database no worker reads, so its cost stays its
+collector's alone. Results print as JSON lines; databases are
+``claimline_bench_watch_<N>[_churn]_{poll,watch}``.
 """
 
 from __future__ import annotations
@@ -240,7 +245,23 @@ def latency(written: dict[tuple[str, str, str], int], seen: dict[int, float], em
     }
 
 
-def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str, keep: bool) -> dict[str, Any]:
+def redis_db(url: str, number: int) -> str:
+    """``url`` with its database number replaced: each side's queue apart from the other's."""
+    base = url.split("?", 1)[0].rstrip("/")
+    head, _sep, tail = base.rpartition("/")
+    return f"{head if tail.isdigit() else base}/{number}"
+
+
+def run(
+    nodes: int,
+    minutes: float,
+    interval: int,
+    churn: float,
+    scheduler: str,
+    keep: bool,
+    worker: bool = False,
+    worker_dbs: tuple[int, int] = (11, 12),
+) -> dict[str, Any]:
     from demo.synthetic import synthetic_list_bytes
 
     window_s = minutes * 60
@@ -256,7 +277,7 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
     changing = 0
     if churn:
         changing = churn_schedule(nodes, churn * minutes / 60, window_s, window_s - tail_s, work / "churn.json")
-    derive = churn > 0
+    derive = churn > 0 or worker
     name = f"claimline_bench_watch_{nodes}{'_churn' if churn else ''}"  # a quiet and a churning run can run at once
     poll_db = recreate_database(f"{name}_poll")
     base_env = {
@@ -270,6 +291,14 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
         "CLAIMLINE_COLLECT_INTERVAL": str(interval),
     }
     poll_env = {**base_env, "DATABASE_URL": poll_db}
+    redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    if worker:
+        # two Redis databases (flushed first) the tests and the CI do not use (see scripts/test): the
+        # poller's queue, unread, and the watcher's, which its worker reads
+        poll_env["REDIS_URL"] = redis_db(redis_url, worker_dbs[0])
+        base_env["REDIS_URL"] = redis_db(redis_url, worker_dbs[1])
+        for url in (poll_env["REDIS_URL"], base_env["REDIS_URL"]):
+            flush_redis(url)
     migrate = run_child([PYTHON, "manage.py", "migrate", "-v0"], poll_env)
     if migrate.returncode:
         raise RuntimeError(migrate.stderr)
@@ -302,10 +331,18 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
             work / "watch.log",
         )
         procs = [poll, watch]
+        if worker:
+            deriver = Process(
+                "worker",
+                [PYTHON, "-m", "celery", "-A", "claimline", "worker", "--pool", "solo", "--loglevel", "INFO"],
+                {**base_env, "DATABASE_URL": watch_db},
+                work / "worker.log",
+            )
+            procs.append(deriver)
         up: dict[str, float] = {}
         up_cpu: dict[str, float] = {}
         deadline = time.monotonic() + 3600
-        while len(up) < 2:
+        while len(up) < 2:  # the worker, when there is one, is up by then: it is not waited for
             for p in procs:
                 p.alive()
             if "poll" not in up and newest_snapshot(poll_db) > seeded["poll"]:
@@ -321,6 +358,7 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
             p.mark()
         base = {"poll": newest_snapshot(poll_db), "watch": newest_snapshot(watch_db)}
         commits = [CommitWatch(poll_db, base["poll"]), CommitWatch(watch_db, base["watch"])]
+        derived0 = derived_count(watch_db)
         for c in commits:
             c.start()
         t0 = time.monotonic()
@@ -340,7 +378,12 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
             mode: int(query(db, "SELECT count(*) FROM collector_snapshot WHERE id > %s", (base[mode],))[0][0])
             for mode, db in (("poll", poll_db), ("watch", watch_db))
         }
-        backlogs = {"poll": backlog(poll_db), "watch": backlog(watch_db)} if derive else None
+        if worker:
+            # the poller's queue is never read: its derivation is not part of this run
+            backlogs: dict[str, Any] | None = {"poll": None, "watch": backlog(watch_db)}
+        else:
+            backlogs = {"poll": backlog(poll_db), "watch": backlog(watch_db)} if derive else None
+        derivations = derived_count(watch_db) - derived0
         played: dict[str, Any] = (
             json.loads(urlopen_json(server, "/_fake/churn")) if churn else {"changes": [], "applied": 0}
         )
@@ -362,6 +405,9 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
         at_up["request_count"] - at_up["watch_requests"]
     )
 
+    def rss(p: Process) -> dict[str, Any]:
+        return {"first": round(p.rss[0]), "last": round(p.rss[-1]), "max": round(max(p.rss)), "samples": len(p.rss)}
+
     def mode(name: str, bytes_read: int, requests: int, startup_bytes: int) -> dict[str, Any]:
         p = poll if name == "poll" else watch
         return {
@@ -375,12 +421,7 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
             "versions": len(written[name]),
             "latency": latency(written[name], seen[name], emitted) if churn else None,
             "backlog_at_end": backlogs[name] if backlogs else None,
-            "rss_mb": {
-                "first": round(p.rss[0]),
-                "last": round(p.rss[-1]),
-                "max": round(max(p.rss)),
-                "samples": len(p.rss),
-            },
+            "rss_mb": rss(p),
             "peak_rss_mb": round(peak[name]),
         }
 
@@ -391,6 +432,16 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
         (at_up["bytes_sent"] - at_up["watch_bytes_sent"]) - (before["bytes_sent"] - before["watch_bytes_sent"]),
     )
     result_watch = mode("watch", watch_bytes, watch_requests, at_up["watch_bytes_sent"] - before["watch_bytes_sent"])
+    result_worker = (
+        {
+            "cpu_s": round(cpu["worker"], 2),
+            "derivations": derivations,
+            "rss_mb": rss(procs[2]),
+            "peak_rss_mb": round(peak["worker"]),
+        }
+        if worker
+        else None
+    )
     poll_set, watch_set = set(written["poll"]), set(written["watch"])
     if not keep:
         shutil.rmtree(work, ignore_errors=True)
@@ -410,6 +461,7 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
         "churn_steps_applied": played["applied"],
         "poll": result_poll,
         "watch": result_watch,
+        "watch_worker": result_worker,
         "versions_identical": poll_set == watch_set,
         "versions_only_poll": sorted(poll_set - watch_set)[:20],
         "versions_only_watch": sorted(watch_set - poll_set)[:20],
@@ -418,6 +470,16 @@ def run(nodes: int, minutes: float, interval: int, churn: float, scheduler: str,
         "watch_vs_poll_bytes": round(watch_bytes / poll_bytes, 6) if poll_bytes else None,
         "load": {"first": loads[0], "last": loads[-1], "max_1min": max(x[0] for x in loads)},
     }
+
+
+def derived_count(db: str) -> int:
+    return int(query(db, "SELECT count(*) FROM derived_derivedsnapshot")[0][0])
+
+
+def flush_redis(url: str) -> None:
+    import redis
+
+    redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5).flushdb()
 
 
 def urlopen_json(server: FakeServerProcess, path: str) -> bytes:
@@ -439,12 +501,27 @@ def main() -> None:
         choices=["celery", "in-process"],
         help="default: celery when quiet, in-process with churn (see above)",
     )
+    parser.add_argument(
+        "--worker", action="store_true", help="the watcher's derivation in a Celery worker of its own (as deployed)"
+    )
+    parser.add_argument(
+        "--worker-redis-dbs",
+        type=int,
+        nargs=2,
+        default=[11, 12],
+        metavar=("POLL", "WATCH"),
+        help="with --worker: the Redis databases of the two queues, flushed first (default 11 12)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated stage and the processes' logs")
     args = parser.parse_args()
-    scheduler = args.scheduler or ("in-process" if args.churn else "celery")
+    scheduler = args.scheduler or ("in-process" if args.churn and not args.worker else "celery")
+    if args.worker and scheduler != "celery":
+        parser.error("--worker derives in Celery: it goes with --scheduler celery")
     print(json.dumps({"machine": machine(), "load_before": load()}), flush=True)
+    dbs = (args.worker_redis_dbs[0], args.worker_redis_dbs[1])
     for n in args.nodes:
-        print(json.dumps(run(n, args.minutes, args.interval, args.churn, scheduler, args.keep)), flush=True)
+        result = run(n, args.minutes, args.interval, args.churn, scheduler, args.keep, args.worker, dbs)
+        print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

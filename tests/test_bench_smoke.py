@@ -150,6 +150,20 @@ def test_watch_cost_stores_the_same_versions_both_ways(runs: dict[str, Run]) -> 
     assert result["watch"]["latency"]["n"] > 0 and result["watch"]["backlog_at_end"] is not None
 
 
+def test_watch_cost_with_a_worker_derives_what_the_watcher_stores(runs: dict[str, Run], tmp_path: Path) -> None:
+    """``--worker``, the deployment's shape: the watcher only stores, a Celery worker of its own derives."""
+    runs["watch_cost.py"].finish()  # the same databases: one run at a time
+    env = {**os.environ, **runs["watch_cost.py"].env}
+    args = ["--nodes", "4", "--minutes", "0.3", "--interval", "2", "--churn", "60", "--worker"]
+    deployed = Run("watch_cost.py", [*args, "--worker-redis-dbs", "13", "14"], env, tmp_path)
+    returncode, stdout, stderr = deployed.finish()
+    assert returncode == 0, stderr[-4000:]
+    result = next(line for line in _json_lines(stdout) if "watch_vs_poll_cpu" in line)
+    assert result["versions_identical"] and result["watch"]["versions"] > 0, result
+    assert result["watch_worker"]["derivations"] > 0 and result["watch_worker"]["cpu_s"] > 0, result
+    assert result["watch"]["backlog_at_end"] is not None and result["poll"]["backlog_at_end"] is None, result
+
+
 def test_derived_cost_derives_a_stored_history_again(runs: dict[str, Run], tmp_path: Path) -> None:
     """``--history``: the history derived_cost.py's own run built and derived, its newest change derived again."""
     returncode, _, stderr = runs["derived_cost.py"].finish()
