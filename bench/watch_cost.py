@@ -71,7 +71,6 @@ from bench._common import (  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 STEP_S = 5.0  # how often the churn changes something
-USABLE = ("ok", "partial")
 
 
 def cpu_s(pid: int) -> float:

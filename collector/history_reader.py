@@ -82,7 +82,7 @@ STORED = ("uid", "valid_from", "content", "shapes_checked")
 
 def latest_snapshot(cluster: Cluster, as_of: datetime | None = None) -> tuple[int, datetime]:
     """The primary key and time of the newest usable snapshot at or before ``as_of``."""
-    runs = Snapshot.objects.filter(cluster=cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
+    runs = Snapshot.objects.usable().filter(cluster=cluster)
     if as_of is not None:
         runs = runs.filter(at__lte=as_of)
     found = runs.order_by("-at").values_list("pk", "at").first()

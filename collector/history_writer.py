@@ -44,7 +44,7 @@ def get_cluster(name: str) -> Cluster:
 
 
 def _check_order(cluster_id: int, name: str, at: datetime, exclude: int | None = None) -> None:
-    stored = Snapshot.objects.filter(cluster_id=cluster_id, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
+    stored = Snapshot.objects.usable().filter(cluster_id=cluster_id)
     if exclude is not None:
         stored = stored.exclude(pk=exclude)
     latest = stored.order_by("-at").values_list("at", flat=True).first()

@@ -14,6 +14,12 @@ class Cluster(models.Model):
         return self.name
 
 
+class SnapshotQuerySet(models.QuerySet["Snapshot"]):
+    def usable(self) -> SnapshotQuerySet:
+        """The runs history reads: complete and partial ones (a running or failed one stored nothing to read)."""
+        return self.filter(status__in=Snapshot.USABLE)
+
+
 class Snapshot(models.Model):
     """One collection from the API server, or one import of a dump."""
 
@@ -24,6 +30,10 @@ class Snapshot(models.Model):
         # those kinds is recorded as deleted.
         PARTIAL = "partial"
         FAILED = "failed"
+
+    # What history reads: a partial run's objects are as good as a complete run's (only its deletions
+    # are not recorded), while a running or failed one may have stored part of a batch.
+    USABLE = (Status.OK, Status.PARTIAL)
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="snapshots")
     at = models.DateTimeField(help_text="The time the snapshot describes.")
@@ -36,6 +46,8 @@ class Snapshot(models.Model):
     deletions = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
 
+    objects = SnapshotQuerySet.as_manager()
+
     class Meta:
         indexes = [
             # The snapshots list (newest first) and "latest snapshot as of T" lookups.
@@ -44,6 +56,10 @@ class Snapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster} @ {self.at.isoformat()} ({self.status})"
+
+    @property
+    def usable(self) -> bool:
+        return self.status in self.USABLE
 
     @property
     def changed(self) -> bool:

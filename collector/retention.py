@@ -162,9 +162,8 @@ def _consumer_tails(cluster: Cluster, cutoff: datetime) -> frozenset[int]:
 def _anchor_snapshot(cluster: Cluster, cutoff: datetime) -> int | None:
     """The snapshot an as-of query between the cutoff and the next snapshot resolves to."""
     return (
-        Snapshot.objects.filter(
-            cluster=cluster, at__lte=cutoff, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL]
-        )
+        Snapshot.objects.usable()
+        .filter(cluster=cluster, at__lte=cutoff)
         .order_by("-at")
         .values_list("pk", flat=True)
         .first()

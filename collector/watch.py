@@ -421,10 +421,7 @@ class Watcher:
         self.cluster = history.get_cluster(self.cluster_name)
         self.mirror = Mirror(stored_heads(self.cluster))
         self.last_at = (
-            Snapshot.objects.filter(cluster=self.cluster, status__in=[Snapshot.Status.OK, Snapshot.Status.PARTIAL])
-            .order_by("-at")
-            .values_list("at", flat=True)
-            .first()
+            Snapshot.objects.usable().filter(cluster=self.cluster).order_by("-at").values_list("at", flat=True).first()
         )
         self._last_write = self._started = time.monotonic()
         self._streams = [_KindStream(self, rt) for rt in RESOURCE_TYPES]

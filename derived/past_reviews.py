@@ -26,7 +26,6 @@ from derived.models import DOMAIN_VERSION, DerivedSnapshot, ReviewDocument
 from derived.rendered import latest_derived
 from derived.review import is_final, render_latest_review, store_review, stored_source
 from derived.thresholds import leak_thresholds
-from derived.writer import USABLE
 from domain.reports.capacity import WEEK, week_containing, weekly_review
 from domain.reports.leaks import Thresholds
 
@@ -56,9 +55,7 @@ def render_reviews(snapshot: Snapshot, force: bool = False) -> bool:
 def render_past_reviews(cluster: Cluster, since: datetime | None = None) -> list[datetime]:
     """rebuild-derived's: the final review of every week that had snapshots (from ``since``'s week) and
     ended before the newest snapshot, unless one stands; the weeks rendered."""
-    newest = (
-        Snapshot.objects.filter(cluster=cluster, status__in=USABLE).order_by("-at").values_list("at", flat=True).first()
-    )
+    newest = Snapshot.objects.usable().filter(cluster=cluster).order_by("-at").values_list("at", flat=True).first()
     if newest is None:
         return []
     start = week_containing(since) if since is not None else None
@@ -68,7 +65,8 @@ def render_past_reviews(cluster: Cluster, since: datetime | None = None) -> list
 def weeks_with_snapshots(cluster_id: int, since: datetime | None, before: datetime) -> Iterator[datetime]:
     """The Mondays of the weeks with a usable snapshot in ``[since, before)``, oldest first: one query a week."""
     usable = (
-        Snapshot.objects.filter(cluster_id=cluster_id, status__in=USABLE, at__lt=before)
+        Snapshot.objects.usable()
+        .filter(cluster_id=cluster_id, at__lt=before)
         .order_by("at")
         .values_list("at", flat=True)
     )

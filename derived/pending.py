@@ -18,8 +18,6 @@ from django.db.models import Q
 
 from collector.models import ObjectVersion, Snapshot
 
-USABLE = (Snapshot.Status.OK, Snapshot.Status.PARTIAL)
-
 
 @dataclass(frozen=True)
 class PendingChanges:
@@ -48,9 +46,11 @@ def pending_since(snapshot: Snapshot, since: datetime | None) -> PendingChanges:
     """The usable snapshots after ``since`` up to ``snapshot`` (only ``snapshot`` without ``since``)."""
     if since is None:
         return PendingChanges(snapshot, (snapshot.pk,), None, snapshot.changed)
-    runs = Snapshot.objects.filter(
-        cluster_id=snapshot.cluster_id, status__in=USABLE, at__gt=since, at__lte=snapshot.at
-    ).order_by("at")
+    runs = (
+        Snapshot.objects.usable()
+        .filter(cluster_id=snapshot.cluster_id, at__gt=since, at__lte=snapshot.at)
+        .order_by("at")
+    )
     ids = tuple(runs.values_list("pk", flat=True))
     if snapshot.pk not in ids:  # not usable (a caller's mistake): it alone, as before
         return PendingChanges(snapshot, (snapshot.pk,), since, snapshot.changed)
@@ -61,7 +61,8 @@ def pending_since(snapshot: Snapshot, since: datetime | None) -> PendingChanges:
 def pending_for(snapshot: Snapshot) -> PendingChanges:
     """``snapshot``'s own changes, after the usable snapshot before it (what a per-snapshot derivation covers)."""
     before = (
-        Snapshot.objects.filter(cluster_id=snapshot.cluster_id, status__in=USABLE, at__lt=snapshot.at)
+        Snapshot.objects.usable()
+        .filter(cluster_id=snapshot.cluster_id, at__lt=snapshot.at)
         .order_by("-at")
         .values_list("at", flat=True)
         .first()

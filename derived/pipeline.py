@@ -18,7 +18,7 @@ from derived.models import DOMAIN_VERSION, DerivedSnapshot
 from derived.overviews import render_latest_overview
 from derived.past_reviews import render_reviews
 from derived.rendered import render_latest_metrics
-from derived.writer import USABLE, Derivation, derive_snapshot, forget_from
+from derived.writer import Derivation, derive_snapshot, forget_from
 
 log = logging.getLogger("claimline.derived")
 
@@ -102,7 +102,7 @@ def underived_snapshots(cluster_id: int) -> list[Snapshot]:
 
     A cluster never derived starts at its newest snapshot (older history is rebuild-derived's).
     """
-    usable = Snapshot.objects.filter(cluster_id=cluster_id, status__in=USABLE)
+    usable = Snapshot.objects.usable().filter(cluster_id=cluster_id)
     newest = DerivedSnapshot.objects.filter(cluster_id=cluster_id).order_by("-at").values_list("at", flat=True).first()
     if newest is None:
         latest = usable.order_by("-at").first()
@@ -141,7 +141,7 @@ def rebuild(cluster: Cluster, since: datetime | None = None, progress: Progress 
     are skipped, up to the first that is not; from there on everything is derived again in time
     order, since later rows were derived over that gap.
     """
-    runs = Snapshot.objects.filter(cluster=cluster, status__in=USABLE).order_by("at")
+    runs = Snapshot.objects.usable().filter(cluster=cluster).order_by("at")
     if since is not None:
         runs = runs.filter(at__gte=since)
     derived = DerivedSnapshot.objects.filter(cluster=cluster, version=DOMAIN_VERSION)

@@ -20,14 +20,14 @@ from collector.models import Snapshot
 from derived.models import DerivedSnapshot, MetricsText
 from derived.reports import known_for
 from derived.thresholds import leak_thresholds
-from derived.writer import USABLE, covered
+from derived.writer import covered
 from domain.reports.metrics import render_stored
 
 
 def latest_derived(snapshot: Snapshot) -> bool:
     """Whether ``snapshot`` is derived by this code and no usable snapshot follows it (a rendering
     for it would be replaced at once by the newer one's)."""
-    newer = Snapshot.objects.filter(cluster_id=snapshot.cluster_id, status__in=USABLE, at__gt=snapshot.at)
+    newer = Snapshot.objects.usable().filter(cluster_id=snapshot.cluster_id, at__gt=snapshot.at)
     return not newer.exists() and covered(snapshot.pk)
 
 
@@ -41,7 +41,7 @@ def stands_for(cluster_id: int, rendered_at: datetime, at: datetime, refresh: fl
         return True
     if (at - rendered_at).total_seconds() >= refresh:
         return False
-    between = Snapshot.objects.filter(cluster_id=cluster_id, status__in=USABLE, at__gt=rendered_at, at__lte=at)
+    between = Snapshot.objects.usable().filter(cluster_id=cluster_id, at__gt=rendered_at, at__lte=at)
     if between.filter(Q(versions_written__gt=0) | Q(deletions__gt=0)).exists():
         return False
     derived = DerivedSnapshot.objects.filter(cluster_id=cluster_id, at__gt=rendered_at, at__lte=at)

@@ -67,7 +67,7 @@ from derived.models import (
     PodExplanation,
     ReviewDocument,
 )
-from derived.pending import USABLE, PendingChanges, pending_for, pending_since
+from derived.pending import PendingChanges, pending_for, pending_since
 from derived.snapshot_history import SnapshotHistory
 from derived.spans import forget_spans_from, inventory_held_in_part, write_spans
 from domain.allocator.matching import class_matches
@@ -110,7 +110,7 @@ class Derivation:
 
 def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
     """Derive ``snapshot`` (a no-op if it is derived already); None for a snapshot that stored nothing."""
-    if snapshot.status not in USABLE:
+    if not snapshot.usable:
         return None
     with transaction.atomic():
         lock_derivations_of(snapshot.cluster_id)  # one at a time, beside the history writes (derivation_lock)

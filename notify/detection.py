@@ -147,7 +147,7 @@ def worth_scanning(snapshot: Snapshot) -> bool:
     """A snapshot that changed something, failed, or is the first one past the rescan interval."""
     if snapshot.status == Snapshot.Status.FAILED:
         return True
-    if snapshot.status not in (Snapshot.Status.OK, Snapshot.Status.PARTIAL):
+    if not snapshot.usable:
         return False
     if snapshot.changed:
         return True
