@@ -36,6 +36,7 @@ derivation, the inventory rows' share of it, and the renderings ``render_latest`
 With ``--history DATABASE --cluster NAME --slice-change``: one more snapshot after the newest (which
 this code must have derived) that changes one device attribute of one ResourceSlice, of a pool where a
 claim holds a device, derived ``--repeat`` times (forgotten between): what one slice's change re-derives.
+``--node-added`` likewise adds one Node (a live one copied under a new name): what a node joining re-derives.
 
 Prints a JSON line per measurement (seconds; medians of ``--repeat``).
 """
@@ -365,16 +366,10 @@ def derive_one_slice_change(cluster_name: str, repeat: int) -> None:
 
     import orjson
 
-    from collector.history_writer import start_snapshot, write_snapshot
-    from collector.models import Cluster, ObjectVersion, Snapshot
-    from collector.normalize import normalize
+    from collector.models import ObjectVersion
     from derived.models import AllocationSpan
-    from derived.writer import covered
 
-    cluster = Cluster.objects.get(name=cluster_name)
-    newest = Snapshot.objects.filter(cluster=cluster).order_by("-at").first()
-    if newest is None or not covered(newest.pk):
-        raise SystemExit(f"{cluster_name}'s newest snapshot is not derived by this code: rebuild-derived it first")
+    cluster, newest = newest_derived(cluster_name)
     held = AllocationSpan.objects.filter(cluster=cluster, end__isnull=True).order_by("driver", "pool")
     driver, pool = held.values_list("driver", "pool").first() or ("", "")
     live = ObjectVersion.objects.filter(cluster=cluster, kind="ResourceSlice", valid_to__isnull=True, deleted=False)
@@ -387,19 +382,59 @@ def derive_one_slice_change(cluster_name: str, repeat: int) -> None:
         raise SystemExit(f"no live slice of the held pool {driver}/{pool}")
     device = spec["devices"][0]
     device.setdefault("attributes", {})["benchChanged"] = {"string": newest.at.isoformat()}  # one attribute
+    derive_one_change(cluster, newest, "ResourceSlice", obj, "derive one slice change", repeat, pool=f"{driver}/{pool}")
+
+
+def derive_one_node_added(cluster_name: str, repeat: int) -> None:
+    """A snapshot after the newest derived one that adds a Node (as an autoscaler does: a copy of a live
+    one under a new name and UID), derived ``repeat`` times."""
+    import orjson
+
+    from collector.models import ObjectVersion
+
+    cluster, newest = newest_derived(cluster_name)
+    live = ObjectVersion.objects.filter(cluster=cluster, kind="Node", valid_to__isnull=True, deleted=False)
+    content = live.order_by("name").values_list("content", flat=True).first()
+    if content is None:
+        raise SystemExit(f"{cluster_name} has no live Node to copy")
+    obj = orjson.loads(content)
+    name = f"bench-added-{int(newest.at.timestamp())}"
+    obj["metadata"] |= {"name": name, "uid": f"bench-node-{int(newest.at.timestamp())}"}
+    labels = obj["metadata"].get("labels") or {}
+    if "kubernetes.io/hostname" in labels:
+        labels["kubernetes.io/hostname"] = name
+    derive_one_change(cluster, newest, "Node", obj, "derive one node added", repeat, node=name)
+
+
+def newest_derived(cluster_name: str) -> tuple[Any, Any]:
+    from collector.models import Cluster, Snapshot
+    from derived.writer import covered
+
+    cluster = Cluster.objects.get(name=cluster_name)
+    newest = Snapshot.objects.filter(cluster=cluster).order_by("-at").first()
+    if newest is None or not covered(newest.pk):
+        raise SystemExit(f"{cluster_name}'s newest snapshot is not derived by this code: rebuild-derived it first")
+    return cluster, newest
+
+
+def derive_one_change(cluster: Any, newest: Any, kind: str, obj: Any, step: str, repeat: int, **about: Any) -> None:
+    """``obj`` written as the only change of a snapshot 30 s after ``newest``, derived ``repeat`` times."""
+    from collector.history_writer import start_snapshot, write_snapshot
+    from collector.normalize import normalize
+
     at = newest.at + timedelta(seconds=30)
     snap = start_snapshot(cluster, at, SOURCE, started=at)
-    write_snapshot(snap, [normalize("ResourceSlice", obj)], (), finished=at)  # no kind complete: the rest stays
+    write_snapshot(snap, [normalize(kind, obj)], (), finished=at)  # no kind complete: the rest stays
     snap.refresh_from_db()
     for attempt in range(repeat):
         result, seconds, read = derived_afresh(cluster, snap)
         emit(
-            step="derive one slice change",
+            step=step,
             attempt=attempt,
             seconds=seconds,
-            pool=f"{driver}/{pool}",
             pods_derived=result.pods_derived if result else None,
             result=result.describe() if result else None,
+            **about,
             **read,
         )
 
@@ -413,6 +448,7 @@ def main() -> None:
     parser.add_argument("--history", help="a database holding a derived history (nothing is built)")
     parser.add_argument("--cluster", default="n5000", help="with --history: the cluster to derive again")
     parser.add_argument("--slice-change", action="store_true", help="with --history: derive one slice's change")
+    parser.add_argument("--node-added", action="store_true", help="with --history: derive one Node added")
     parser.add_argument("--database", help="the database to build in (default claimline_bench_derived_<N>)")
     parser.add_argument("--follow", type=int, default=0, metavar="N",
                         help="with --history: then derive the next generation and N quiet checkpoints (writes)")
@@ -426,6 +462,9 @@ def main() -> None:
         logging.getLogger("claimline").setLevel(logging.WARNING)
         if args.slice_change:
             derive_one_slice_change(args.cluster, args.repeat)
+            return
+        if args.node_added:
+            derive_one_node_added(args.cluster, args.repeat)
             return
         rederive_newest_change(args.cluster, args.repeat)
         if args.follow:

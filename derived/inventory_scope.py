@@ -7,10 +7,12 @@ reads from the inventory only
 - its allocated devices, adminAccess ones too (``Inventory.by_id``: the device's entry and taints, its
   slice, its pool's newest generation, completeness and problem): facts of the device's own pool;
 - the cluster's nodes by name and labels (``cluster_nodes``), through ``allocation_node`` when an
-  allocation's nodeSelector does not name its node: any node's labels can move such a Pod's node, so a
-  Node change is bounded only when no node appeared, went or changed its labels (a status or heartbeat
-  update), and then it re-judges no counted Pod. Without any Node object the nodes are read from every
-  slice's ``nodeName``: slice changes are not bounded then.
+  allocation's nodeSelector names no node (it selects by labels, say a rack): which node matches it can
+  change with any node's labels. An allocation pinned to its node by name (what kube-scheduler writes
+  for a node-local device) or without a nodeSelector reads no node. So a Node that appeared, went or
+  changed its name or labels re-judges the counted Pods of label-selected allocations only, and a status
+  or heartbeat update none. Without any Node object the nodes are read from every slice's ``nodeName``:
+  neither slice nor Node changes are bounded then, nor while the first node appears or the last goes.
 
 Waiting Pods are re-derived on any inventory change anyway (``writer.affected_pods``), and every other
 inventory kind (DeviceTaintRule, DeviceClass, Namespace, ...) still re-derives every counted Pod there.
@@ -27,7 +29,7 @@ from django.db.models import Q
 
 from collector.models import ObjectVersion
 from derived.models import AdminAccessResult, AllocationSpan, PodExplanation
-from domain.inventory.devices import slice_pool
+from domain.inventory.devices import allocation, allocation_node, slice_pool
 
 Pool = tuple[str, str]  # (driver, pool)
 SCOPED_KINDS = frozenset({"ResourceSlice", "Node"})
@@ -41,17 +43,19 @@ def counted_pods_touched(
     since ``since`` can alter; None when they cannot be bounded (every counted Pod, then)."""
     if since is None:
         return None
+    claims: set[str] = set()
     if changed.get("Node") and not _node_labels_kept(cluster_id, changed["Node"], since):
-        return None
+        if not (_has_nodes(cluster_id, since) and _has_nodes(cluster_id, at)):
+            return None  # the nodes were, or are, read from the slices
+        claims |= _label_selected_claims(cluster_id, at)
     slices = changed.get("ResourceSlice")
-    if not slices:
-        return set()
-    if not _has_nodes(cluster_id, at):
-        return None
-    pools = changed_pools(cluster_id, slices, since)
-    if pools is None:
-        return None
-    claims = _claims_holding(cluster_id, pools)
+    if slices:
+        if not _has_nodes(cluster_id, at):
+            return None
+        pools = changed_pools(cluster_id, slices, since)
+        if pools is None:
+            return None
+        claims |= _claims_holding(cluster_id, pools)
     if not claims:
         return set()
     counted = PodExplanation.objects.filter(cluster_id=cluster_id, valid_to__isnull=True, counted=True)
@@ -120,6 +124,27 @@ def _has_nodes(cluster_id: int, at: datetime) -> bool:
     """Whether a Node object is live at ``at`` (without one, nodes are read from every slice)."""
     live = ObjectVersion.objects.filter(cluster_id=cluster_id, kind="Node", valid_from__lte=at).exclude(content="")
     return live.filter(Q(valid_to__isnull=True) | Q(valid_to__gt=at)).exists()
+
+
+def _label_selected_claims(cluster_id: int, at: datetime) -> set[str]:
+    """The claims whose allocation in effect at ``at`` has a nodeSelector naming no node, so that where
+    it is comes from matching every node's labels (``allocation_node``); an unreadable one is counted."""
+    live = (
+        ObjectVersion.objects.filter(cluster_id=cluster_id, kind="ResourceClaim", valid_from__lte=at)
+        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=at))
+        .exclude(content="")
+        .filter(content__contains='"nodeSelector"')  # most claims hold nothing, or are pinned: decode few
+    )
+    found: set[str] = set()
+    for uid, content in live.values_list("uid", "content").iterator(_BATCH):
+        claim = _decoded(content)
+        if claim is None:
+            found.add(uid)
+            continue
+        selector = (allocation(claim) or {}).get("nodeSelector")
+        if isinstance(selector, dict) and allocation_node(claim) is None:
+            found.add(uid)
+    return found
 
 
 def _claims_holding(cluster_id: int, pools: Iterable[Pool]) -> set[str]:

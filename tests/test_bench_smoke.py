@@ -188,3 +188,14 @@ def test_derived_cost_derives_a_stored_history_again(runs: dict[str, Run], tmp_p
     assert returncode == 0, stderr[-4000:]
     derived = [line for line in _json_lines(stdout) if line.get("step") == "derive one slice change"]
     assert derived and derived[0]["pods_derived"] is not None, stdout
+    node = Run(
+        "derived_cost.py",
+        ["--history", "claimline_bench_derived_4", "--cluster", "bench", "--repeat", "1", "--node-added"],
+        env,
+        tmp_path,
+    )
+    returncode, stdout, stderr = node.finish()
+    assert returncode == 0, stderr[-4000:]
+    added = [line for line in _json_lines(stdout) if line.get("step") == "derive one node added"]
+    # Its allocations are pinned to their nodes by name: a node joining re-judges the waiting Pods only.
+    assert added and added[0]["pods_derived"] is not None, stdout

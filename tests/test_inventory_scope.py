@@ -1,5 +1,7 @@
 """A ResourceSlice change re-derives only the counted Pods holding a device of a changed pool, a Node
-change that kept its labels none (derived.inventory_scope); verdicts stay exactly what the domain derives on read."""
+change that kept its labels none, and a Node added, removed or relabelled only the counted Pods whose
+allocations select their node by labels (derived.inventory_scope); verdicts stay exactly what the domain
+derives on read."""
 
 from __future__ import annotations
 
@@ -86,13 +88,14 @@ HISTORY: list[tuple[str, Callable[[Objects], Objects], set[str] | None]] = [
         ),
         set(),
     ),
-    # A node relabelled: a label-selected allocation's node may move, so every counted Pod is judged.
+    # A node relabelled: only a label-selected allocation's node may move, and every allocation here is
+    # pinned to its node by name (as kube-scheduler writes a node-local device's), so no counted Pod.
     (
         "relabel",
         lambda o: _replace(
             o, "Node", "worker-0", b.node("worker-0", T0 - timedelta(days=30), labels={"rack": "r2"}, heartbeat=T0)
         ),
-        None,
+        set(),
     ),
 ]
 
@@ -153,4 +156,59 @@ def test_a_slice_change_rederives_the_pods_reaching_its_pool_with_admin_access(t
     objects = _replace(objects, "ResourceSlice", "worker-0", _slice("worker-0", driver_version="580.200.1"))
     derived = _import(tmp_path, objects, 2)
     assert derived.pods_derived == 2 and _rejudged(derived) <= {"train-0", "train-2"}
+    assert assert_layer_matches_derivation("demo") > 0
+
+
+def _rack_pod() -> Objects:
+    """A running Pod whose claim's allocation selects its node by a label (``rack: r1``), not by name."""
+    started = T0 - timedelta(hours=1)
+    pod = b.pod(
+        "team-a", "rack-job", started, claims=[("gpu", {"claim": "rack-job-gpu"})], node_name="worker-0",
+        phase="Running", conditions=b.running_conditions(started, started + timedelta(minutes=1)),
+        container_state=b.state_running(started + timedelta(minutes=1)),
+    )
+    claim = b.claim(
+        "team-a", "rack-job-gpu", [b.request()], started, allocated=[("gpu", "worker-0", "gpu-3")],
+        allocated_at=started, reserved_for=[pod], node_selector={"rack": "r1"},
+    )  # fmt: skip
+    return [pod, claim]
+
+
+def _node(name: str, **labels: str) -> dict[str, Any]:
+    return b.node(name, T0 - timedelta(days=30), labels=labels or None, heartbeat=T0)
+
+
+NODE_HISTORY: list[tuple[str, Callable[[Objects], Objects]]] = [
+    # Another node joins the rack: the label-selected allocation now matches two nodes.
+    ("relabel", lambda o: _replace(o, "Node", "worker-1", _node("worker-1", rack="r1"))),
+    # A node appears (an autoscaler's), in the rack too.
+    ("added", lambda o: [*o, _node("worker-2", rack="r1")]),
+    # It goes again.
+    ("removed", lambda o: _replace(o, "Node", "worker-2", None)),
+    # worker-1 leaves the rack: the allocation matches worker-0 alone again.
+    ("left", lambda o: _replace(o, "Node", "worker-1", _node("worker-1"))),
+]
+
+
+def test_node_changes_rederive_only_the_pods_of_label_selected_allocations(tmp_path: Path) -> None:
+    objects = _replace(small_cluster(pods=4), "Node", "worker-0", _node("worker-0", rack="r1")) + _rack_pod()
+    _import(tmp_path, objects, 0)
+    counted = set(PodExplanation.objects.filter(valid_to__isnull=True, counted=True).values_list("name", flat=True))
+    assert {"train-0", "rack-job"} <= counted
+    for minutes, (what, change) in enumerate(NODE_HISTORY, start=1):
+        objects = change(objects)
+        derived = _import(tmp_path, objects, minutes)
+        assert not derived.full, what
+        assert derived.pods_derived == 1, (what, _rejudged(derived))
+        assert _rejudged(derived) <= {"rack-job"}, what
+    assert assert_layer_matches_derivation("demo") > 0
+
+
+def test_the_first_node_appearing_rederives_every_counted_pod(tmp_path: Path) -> None:
+    """Without Nodes the nodes are read from the slices: the change from none to some is not bounded."""
+    objects = small_cluster(pods=4)
+    _import(tmp_path, [o for o in objects if o["kind"] != "Node"], 0)
+    counted = PodExplanation.objects.filter(valid_to__isnull=True, counted=True).count()
+    derived = _import(tmp_path, objects, 1)
+    assert counted and derived.pods_derived == counted
     assert assert_layer_matches_derivation("demo") > 0
