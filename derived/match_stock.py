@@ -5,7 +5,8 @@ document is the device as its slice lists it: attributes and capacity for CEL), 
 the ``AllocationSpan`` rows valid at the asked time, and what cannot be allocated that no claim holds
 whole from the ``InventoryUsage`` document. No slice, claim or counter set is decoded; only a device
 without a node of its own reads the cluster's Nodes, to say where it is reachable from. A process keeps
-each cluster's devices read last: the next snapshot with the same rows decodes none. The CEL
+each cluster's devices read last: the next snapshot with the same rows decodes none, and one whose
+slices changed decodes only the rows written since (a device's row is new when the device changed). The CEL
 evaluation is the same; the answer is the same as from the state's ``Inventory`` (tests compare them).
 """
 
@@ -19,7 +20,7 @@ import orjson
 from collector.history_reader import StoredHistory
 from derived.inventory_listing import devices_at, held_spans
 from derived.inventory_rows import advertised_device
-from derived.models import InventoryUsage
+from derived.models import InventoryDevice, InventoryUsage
 from derived.reports import cluster_wide, covers
 from domain.allocator.device_checks import SelectorCache
 from domain.allocator.device_stock import DeviceStock
@@ -99,29 +100,42 @@ def _read_stock(history: StoredHistory) -> RowStock | None:
 
 @dataclass(frozen=True)
 class _Decoded:
-    rows: tuple[tuple[int, str], ...]  # the InventoryDevice rows' keys and content hashes, sorted
+    rows: dict[int, str]  # the InventoryDevice rows' keys and content hashes
+    by_row: dict[int, AdvertisedDevice]
     devices: list[AdvertisedDevice]
     selectors: SelectorCache
 
 
 # Per cluster, the devices read last. A snapshot that changed no slice nor taint rule has the same rows
 # (a row is written again only when its device changes), so its first request decodes nothing and finds
-# the verdicts of the expressions asked before: the selector cache goes with the devices.
+# the verdicts of the expressions asked before: the selector cache goes with the devices. One that did
+# decodes only the rows new to it: the others' devices, outlines and answers are carried over.
 _LAST: dict[int, _Decoded] = {}
 
 
 def _devices(history: StoredHistory) -> tuple[list[AdvertisedDevice], SelectorCache]:
     rows = devices_at(history)
     cluster_pk = history.cluster.pk
+    keys = dict(rows.values_list("pk", "content_hash").iterator(BATCH))
     last = _LAST.get(cluster_pk)
-    if last is not None and tuple(sorted(rows.values_list("pk", "content_hash").iterator(BATCH))) == last.rows:
+    if last is not None and keys == last.rows:
         return last.devices, last.selectors
-    keys = []
-    devices = []
-    read = rows.values_list("pk", "content_hash", "driver", "pool", "device", "document")
-    for pk, digest, driver, pool, name, document in read.iterator(BATCH):
-        keys.append((pk, digest))
-        devices.append(advertised_device(driver, pool, name, orjson.loads(document)))
-    devices.sort(key=lambda d: d.id)  # as the inventory lists them: by (driver, pool, name), by code point
-    decoded = _LAST[cluster_pk] = _Decoded(tuple(sorted(keys)), devices, SelectorCache())
+    known, digests = (last.by_row, last.rows) if last is not None else ({}, {})
+    by_row = {pk: known[pk] for pk, digest in keys.items() if digests.get(pk) == digest}
+    kept = {device.id for device in by_row.values()}
+    new = sorted(pk for pk in keys if pk not in by_row)
+    # A few changed rows by key; most of them (a process's first request) in one pass over the rows.
+    chunks = (
+        [rows]
+        if len(new) > len(keys) // 2
+        else [InventoryDevice.objects.filter(pk__in=new[i : i + BATCH]) for i in range(0, len(new), BATCH)]
+    )
+    for chunk in chunks:
+        read = chunk.values_list("pk", "driver", "pool", "device", "document")
+        for pk, driver, pool, name, document in read.iterator(BATCH):
+            if pk not in by_row:
+                by_row[pk] = advertised_device(driver, pool, name, orjson.loads(document))
+    devices = sorted(by_row.values(), key=lambda d: d.id)  # as the inventory lists them: by (driver, pool, name)
+    selectors = last.selectors.carried(kept) if last is not None else SelectorCache()
+    decoded = _LAST[cluster_pk] = _Decoded(keys, by_row, devices, selectors)
     return decoded.devices, decoded.selectors

@@ -4,6 +4,7 @@ what the state's ``Inventory`` answers, without decoding a slice or a claim (der
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -159,3 +160,37 @@ def test_a_snapshot_with_the_same_rows_reuses_the_devices_read_before(tmp_path: 
     for at, answer in zip(times, answers, strict=True):
         assert answer == match_devices(StoredHistory(cluster, at).state, "true")
     assert answers[0] != answers[1]  # ml/part-b holds a partition in the second
+
+
+def test_a_slice_change_decodes_only_the_rows_written_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next snapshot's devices: the unchanged ones carried over with what was learnt of them, the
+    changed one decoded afresh, and the answers still those over the state's inventory."""
+    import derived.match_stock
+    from tests.clusters import T0, small_cluster
+
+    objects = small_cluster(pods=2)
+    import_objects(tmp_path, objects, T0)
+    cluster = Cluster.objects.get()
+    expression = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+    assert_match_devices_match(cluster, T0)
+    assert_match_devices_match_for(cluster, expression, None)
+    decoded: list[str] = []
+    advertised = derived.match_stock.advertised_device
+
+    def counting(driver: str, pool: str, name: str, document: Any) -> Any:
+        decoded.append(f"{pool}/{name}")
+        return advertised(driver, pool, name, document)
+
+    monkeypatch.setattr(derived.match_stock, "advertised_device", counting)
+    created = T0 - timedelta(days=30)
+    devices = b.gpu_devices("worker-1", 4)
+    devices[2] = b.gpu_device("gpu-2", node="worker-1", product="NVIDIA H100 80GB HBM3")
+    changed = [o for o in objects if not (o["kind"] == "ResourceSlice" and o["metadata"]["name"].startswith("worker-1"))]
+    later = T0 + timedelta(minutes=1)
+    import_objects(tmp_path, [*changed, b.resource_slice("worker-1", devices, created=created)], later)
+    history = StoredHistory(cluster, later)
+    doc = match_devices(history.state, expression, None, stored_stock(history))
+    assert decoded == ["worker-1/gpu-2"]
+    assert [m["device"] for m in doc["matched"]] == ["gpu-2"]
+    assert_match_devices_match(cluster, later)
+    assert_match_devices_match_for(cluster, expression, None)

@@ -80,6 +80,16 @@ class SelectorCache:
         # What follows from those verdicts alone (match-devices' why-not sentences), kept beside them.
         self._after: dict[Hashable, tuple[Sequence[AdvertisedDevice], Any]] = {}
 
+    def carried(self, kept: set[DeviceId]) -> SelectorCache:
+        """A cache for a new list of devices of which those in ``kept`` are unchanged: what was learnt of
+        each of them (its CEL device, its outline, each selector's answer) goes along; nothing else does."""
+        fresh = SelectorCache()
+        fresh._devices = {k: v for k, v in self._devices.items() if k in kept}
+        fresh._outlines = {k: v for k, v in self._outlines.items() if k in kept}
+        fresh._compiled = dict(self._compiled)
+        fresh._results = {k: v for k, v in self._results.items() if k[1] in kept}
+        return fresh
+
     def device(self, device: AdvertisedDevice) -> Device:
         return self._known(device)[1]
 
