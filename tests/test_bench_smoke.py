@@ -170,32 +170,21 @@ def test_derived_cost_derives_a_stored_history_again(runs: dict[str, Run], tmp_p
     assert returncode == 0, stderr[-4000:]
     env = {**os.environ, **runs["derived_cost.py"].env}
     # --follow: then the next generation (a slice changed) and a quiet checkpoint, as a watch derives them.
-    again = Run("derived_cost.py", ["--history", "claimline_bench_derived_4", "--cluster", "bench", "--repeat", "1",
-                                    "--follow", "1"], env, tmp_path)
-    returncode, stdout, stderr = again.finish()
-    assert returncode == 0, stderr[-4000:]
-    steps = {line.get("step"): line for line in _json_lines(stdout)}
+    stdout, steps = _derived_again(env, tmp_path, "--follow", "1")
     assert "derive the newest churned snapshot again" in steps, stdout
     assert steps["churned snapshot (1 slices changed)"]["rendered"], stdout
     assert steps["quiet checkpoint"]["rendered"] == [], stdout  # every rendering stands for it
-    one_slice = Run(
-        "derived_cost.py",
-        ["--history", "claimline_bench_derived_4", "--cluster", "bench", "--repeat", "1", "--slice-change"],
-        env,
-        tmp_path,
-    )
-    returncode, stdout, stderr = one_slice.finish()
-    assert returncode == 0, stderr[-4000:]
-    derived = [line for line in _json_lines(stdout) if line.get("step") == "derive one slice change"]
-    assert derived and derived[0]["pods_derived"] is not None, stdout
-    node = Run(
-        "derived_cost.py",
-        ["--history", "claimline_bench_derived_4", "--cluster", "bench", "--repeat", "1", "--node-added"],
-        env,
-        tmp_path,
-    )
-    returncode, stdout, stderr = node.finish()
-    assert returncode == 0, stderr[-4000:]
-    added = [line for line in _json_lines(stdout) if line.get("step") == "derive one node added"]
+    stdout, steps = _derived_again(env, tmp_path, "--slice-change")
+    assert "derive one slice change" in steps and steps["derive one slice change"]["pods_derived"] is not None, stdout
+    stdout, steps = _derived_again(env, tmp_path, "--node-added")
     # Its allocations are pinned to their nodes by name: a node joining re-judges the waiting Pods only.
-    assert added and added[0]["pods_derived"] is not None, stdout
+    assert "derive one node added" in steps and steps["derive one node added"]["pods_derived"] is not None, stdout
+
+
+def _derived_again(env: dict[str, str], tmp_path: Path, *asked: str) -> tuple[str, dict[str, Any]]:
+    """derived_cost.py ``--history`` over the history its smoke run built: its output, and its last line of each step."""
+    run = Run("derived_cost.py", ["--history", "claimline_bench_derived_4", "--cluster", "bench", "--repeat", "1",
+                                  *asked], env, tmp_path)
+    returncode, stdout, stderr = run.finish()
+    assert returncode == 0, stderr[-4000:]
+    return stdout, {line.get("step"): line for line in _json_lines(stdout)}
