@@ -21,7 +21,7 @@ from collector.recent_history import ReadError, open_history
 from collector.snapshot_runs import snapshots_document
 from dashboard.claim_entries import claim_entries, every_claim_response
 from dashboard.continue_token import Continuation
-from dashboard.selector_limits import match_devices_typed
+from dashboard.selector_limits import match_devices_page, match_devices_typed
 from derived.reading import claim_key, claims_after, explain_read, metrics_read
 from derived.reports import audit_read, leaks_read
 from derived.thresholds import leak_thresholds
@@ -69,16 +69,40 @@ def api_snapshots(request: HttpRequest) -> JsonResponse:
 # same snapshot) and keeps that limit only if it is passed again, else takes this many.
 CLAIMS_DEFAULT_LIMIT = 500
 CLAIMS_MAX_LIMIT = 5000  # a larger limit is served as this many (follow ``continue`` for the rest)
+# ``/api/match-devices?limit=N`` alike, a page of N devices (every device judged, matched or not).
+MATCH_DEFAULT_LIMIT = 500
 
 
 @require_GET
 def api_claims(request: HttpRequest) -> HttpResponse:
     """Every claim the user sees (no ``limit``: the whole list, as before paging), or a page of them in
     namespace, name, UID order with the ``continue`` token of the next page ("" after the last)."""
+    opened = _paged(request, 3, CLAIMS_DEFAULT_LIMIT)
+    if isinstance(opened, HttpResponse):
+        return opened
+    history, limit, after = opened
+    scope = scope_for(request.user, history.cluster)
+    if limit is None:
+        return every_claim_response(history, scope)
+    page = claims_after(history, scope, after, limit + 1)
+    more = len(page) > limit
+    del page[limit:]
+    following = Continuation(history.cluster.name, history.as_of, claim_key(page[-1])).encode() if more else ""
+    return JsonResponse(
+        {"as_of": rfc3339(history.as_of), "claims": claim_entries(history, page), "continue": following}
+    )
+
+
+def _paged(
+    request: HttpRequest, key_length: int, default_limit: int
+) -> tuple[StoredHistory, int | None, tuple[str, ...] | None] | HttpResponse:
+    """The history a paged list reads (``?cluster=`` as of ``?as_of=``, or the snapshot its ``continue``
+    token names), the page's ``limit`` (None: no paging asked) and the key the page starts after; or the
+    error response naming what was wrong (410 when the token's snapshot is no longer stored)."""
     cluster, as_of, token = request.GET.get("cluster"), request.GET.get("as_of"), request.GET.get("continue")
     try:
         limit = _limit(request.GET.get("limit"))
-        continuation = Continuation.decode(token, 3) if token else None
+        continuation = Continuation.decode(token, key_length) if token else None
     except ValueError as exc:
         return _error(400, str(exc))
     if continuation is not None:
@@ -86,23 +110,14 @@ def api_claims(request: HttpRequest) -> HttpResponse:
             return _error(400, "pass as_of or continue, not both: a continued list keeps its snapshot")
         if cluster and cluster != continuation.cluster:
             return _error(400, f"the continue token continues the list of cluster {continuation.cluster!r}")
-        cluster, limit = continuation.cluster, limit or CLAIMS_DEFAULT_LIMIT
+        cluster, limit = continuation.cluster, limit or default_limit
     try:
         history = open_history(cluster, continuation.as_of if continuation else as_of)
     except ReadError as exc:
         return _error(410 if continuation else 404, str(exc))
     if continuation is not None and history.as_of != continuation.as_of:
         return _error(410, "the snapshot this list was read as of is no longer stored: list again")
-    scope = scope_for(request.user, history.cluster)
-    if limit is None:
-        return every_claim_response(history, scope)
-    page = claims_after(history, scope, continuation.after if continuation else None, limit + 1)
-    more = len(page) > limit
-    del page[limit:]
-    following = Continuation(history.cluster.name, history.as_of, claim_key(page[-1])).encode() if more else ""
-    return JsonResponse(
-        {"as_of": rfc3339(history.as_of), "claims": claim_entries(history, page), "continue": following}
-    )
+    return history, limit, continuation.after if continuation else None
 
 
 def _limit(value: str | None) -> int | None:
@@ -127,13 +142,26 @@ def api_explain(request: HttpRequest, history: StoredHistory) -> Any:
     return redactor_with(request.user, history.cluster, namespaces).document(doc)
 
 
-@with_history
-def api_match_devices(request: HttpRequest, history: StoredHistory) -> Any:
+@require_GET
+def api_match_devices(request: HttpRequest) -> HttpResponse:
+    """Which devices ``expression`` matches: every device at once (no ``limit``), or a page of ``limit``
+    devices in driver, pool, name order with the ``continue`` token of the next ("" after the last). A
+    page's ``matched``, ``errors``, ``rejected`` and ``why_not`` are its devices'; ``total`` counts all."""
     expression = request.GET.get("expression", "")
     if not expression.strip():
         return _error(400, "pass expression=CEL")
+    opened = _paged(request, 3, MATCH_DEFAULT_LIMIT)
+    if isinstance(opened, HttpResponse):
+        return opened
+    history, limit, after = opened
+    class_name = request.GET.get("class") or None
     try:
-        found = match_devices_typed(history, expression, request.GET.get("class") or None)
+        if limit is None:
+            found = match_devices_typed(history, expression, class_name)
+        else:
+            found, last = match_devices_page(history, expression, class_name, after, limit)
+            following = Continuation(history.cluster.name, history.as_of, last).encode() if last else ""
+            found = {"as_of": rfc3339(history.as_of), **found, "continue": following}
     except SelectorCompileError as exc:
         return _error(400, f"the expression does not compile: {exc}")
     except SelectorLimitExceeded as exc:
@@ -141,7 +169,7 @@ def api_match_devices(request: HttpRequest, history: StoredHistory) -> Any:
     except LookupError as exc:
         return _error(404, str(exc))
     # Devices other teams' claims hold are unavailable, but whose they are is not said.
-    return redactor_of(request.user, history).matches(found)
+    return JsonResponse(redactor_of(request.user, history).matches(found))
 
 
 @with_history

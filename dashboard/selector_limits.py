@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
 from django.db import connections
 
 from collector.history_reader import StoredHistory
-from derived.match_stock import stored_stock
+from derived.match_stock import stored_page, stored_stock
+from domain.allocator.device_stock import InventoryStock, page_of
 from domain.allocator.limits import Limits, match_devices_within_limits
+from domain.inventory.devices import DeviceId, Inventory
 
 
 def selector_limits() -> Limits:
@@ -32,3 +35,19 @@ def match_devices_typed(history: StoredHistory, expression: str, class_name: str
     return match_devices_within_limits(
         history.state, expression, class_name, selector_limits(), forbid_database, stored_stock(history)
     )
+
+
+def match_devices_page(
+    history: StoredHistory, expression: str, class_name: str | None, after: Sequence[str] | None, count: int
+) -> tuple[dict[str, Any], DeviceId | None]:
+    """``match_devices_typed`` of one page: the answer for the first ``count`` devices after ``after`` (by
+    driver, pool, name), ``total`` still every device of the snapshot; and the key of the page's last
+    device when more follow (None after the last page). Read from the page's device rows when the layer
+    covers the snapshot, so a page costs its devices whatever the cluster's size."""
+    key: DeviceId | None = (after[0], after[1], after[2]) if after is not None else None
+    page = stored_page(history, key, count) or page_of(InventoryStock(Inventory.of(history.state)), key, count)
+    found = match_devices_within_limits(
+        history.state, expression, class_name, selector_limits(), forbid_database, page.stock
+    )
+    last = page.stock.devices[-1].id if page.more else None
+    return {**found, "total": page.total}, last

@@ -15,15 +15,13 @@ from typing import Any
 
 import orjson
 from django.core.paginator import Page, Paginator
-from django.db import connection
-from django.db.models import Count, Exists, F, OuterRef, Q
-from django.db.models.functions import Collate
+from django.db.models import Count, Exists, OuterRef, Q
 
 from collector.history_reader import StoredHistory, readable
 from collector.models import ObjectVersion
 from derived.inventory_rows import ORDER, advertised_device, inventory_totals, node_of, page_order
 from derived.models import AllocationSpan, InventoryDevice, InventoryUsage
-from derived.reports import cluster_wide, covers, valid_rows
+from derived.reports import by_code_point, cluster_wide, covers, valid_rows
 from derived.writer import held_in_part_of
 from domain.cluster.state import Object, meta, uid_of
 from domain.inventory.devices import (
@@ -135,11 +133,6 @@ def _row_on_read(
 # --- from the layer ------------------------------------------------------------------------------
 
 
-def _code_point(field: str) -> Any:
-    # The page's order is Python's (by code point); PostgreSQL's collation may order otherwise.
-    return Collate(F(field), "C") if connection.vendor == "postgresql" else F(field)
-
-
 def held_spans(cluster_id: int, as_of: datetime) -> Any:
     """The allocation spans holding a device at ``as_of``: shown by then, not ended by then."""
     return AllocationSpan.objects.filter(cluster_id=cluster_id, seen__lte=as_of).filter(
@@ -174,7 +167,7 @@ def listing_from_rows(
         totals = {**counts, "gpus": counts["whole"] + units, "partitioned": partitioned}
     else:  # the whole inventory's, counted by the derivation
         totals = usage["totals"]
-    ordered = rows.order_by(*(_code_point(f) for f in ORDER))
+    ordered = rows.order_by(*(by_code_point(f) for f in ORDER))
     paginator = Paginator(
         ordered.values_list("node", "driver", "pool", "device", "product", "memory", "uuid", "taints"), per_page
     )
@@ -259,7 +252,7 @@ def _partitioned(rows: Any) -> tuple[list[dict[str, Any]], int]:
     """The physical GPUs among ``rows`` drawing on a counter set (``physical_devices``' units), in the
     page's order: those advertised as several devices (node, devices), and how many units in all."""
     units: dict[tuple[str, str, str], list[tuple[str, str]]] = {}
-    drawing = rows.exclude(counter_set="").order_by(*(_code_point(f) for f in ORDER))
+    drawing = rows.exclude(counter_set="").order_by(*(by_code_point(f) for f in ORDER))
     for node, driver, pool, name, counter_set in drawing.values_list("node", "driver", "pool", "device", "counter_set"):
         units.setdefault((driver, pool, counter_set), []).append((node, name))
     partitioned = [

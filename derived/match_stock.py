@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -21,13 +22,14 @@ from collector.history_reader import StoredHistory
 from derived.inventory_listing import devices_at, held_spans
 from derived.inventory_rows import advertised_device
 from derived.models import InventoryDevice, InventoryUsage
-from derived.reports import cluster_wide, covers
+from derived.reports import after_key, by_code_point, cluster_wide, covers
 from domain.allocator.device_checks import SelectorCache
-from domain.allocator.device_stock import DeviceStock
+from domain.allocator.device_stock import DevicePage, DeviceStock
 from domain.cluster.state import ClusterState
 from domain.inventory.devices import AdvertisedDevice, DeviceId, NodeInfo, cluster_nodes
 
 BATCH = 2000
+KEY = ("driver", "pool", "device")  # the devices' order, as the inventory lists them
 
 
 class RowStock:
@@ -79,23 +81,59 @@ def stored_stock(history: StoredHistory) -> DeviceStock | None:
 
 
 def _read_stock(history: StoredHistory) -> RowStock | None:
+    unavailable = _unavailable(history)
+    if unavailable is None:
+        return None
+    devices, selectors = _devices(history)
+    holders = _first_holders(held_spans(history.cluster.pk, history.as_of))
+    return RowStock(history.state, devices, holders, unavailable, selectors)
+
+
+def stored_page(history: StoredHistory, after: DeviceId | None, count: int) -> DevicePage | None:
+    """The first ``count`` devices after ``after`` (from the first when None; by driver, pool, name) as a
+    ``RowStock``, with how many devices the snapshot has; None when the layer does not cover it. One
+    page of match-devices (``/api/match-devices?limit=``): its rows alone are read, in order from their
+    index, and its devices' holders, so a page costs its devices whatever the cluster's size."""
+    unavailable = _unavailable(history)
+    if unavailable is None:
+        return None
+    rows = devices_at(history)
+    total = rows.count()
+    if after is not None:
+        rows = after_key(rows, KEY, after)
+    read = rows.order_by(*(by_code_point(field) for field in KEY)).values_list(*KEY, "document")[: count + 1]
+    devices = [advertised_device(driver, pool, name, orjson.loads(document)) for driver, pool, name, document in read]
+    more = len(devices) > count
+    del devices[count:]
+    spans = held_spans(history.cluster.pk, history.as_of).filter(
+        driver__in={d.driver for d in devices}, pool__in={d.pool for d in devices}, device__in={d.name for d in devices}
+    )
+    shown = {d.id for d in devices}
+    holders = {key: label for key, label in _first_holders(spans).items() if key in shown}
+    return DevicePage(RowStock(history.state, devices, holders, unavailable, SelectorCache()), total, more)
+
+
+def _unavailable(history: StoredHistory) -> dict[DeviceId, str] | None:
+    """What cannot be allocated that no claim holds whole, from the usage document; None when the layer
+    does not cover the snapshot, or its document is an older derivation's, without those devices."""
     if not covers(history):
         return None
     usage = cluster_wide(history, InventoryUsage, "document")
     stored = orjson.loads(usage) if usage is not None else None
     if not isinstance(stored, dict) or "unavailable" not in stored:
         return None
-    devices, selectors = _devices(history)
-    # As ``device_holders`` picks among a shared device's claims: the first by namespace and name.
+    return {(driver, pool, name): why for driver, pool, name, why in stored["unavailable"]}
+
+
+def _first_holders(spans: Any) -> dict[DeviceId, str]:
+    """``namespace/name`` of the claim holding each device of ``spans``: as ``device_holders`` picks among
+    a shared device's claims, the first by namespace and name."""
     first: dict[DeviceId, tuple[str, str]] = {}
-    spans = held_spans(history.cluster.pk, history.as_of)
     for driver, pool, name, namespace, claim in spans.values_list("driver", "pool", "device", "namespace", "name"):
         key = (driver, pool, name)
         if key not in first or (namespace, claim) < first[key]:
             first[key] = (namespace, claim)
-    holders = {key: f"{namespace}/{claim}" for key, (namespace, claim) in first.items()}
-    unavailable = {(driver, pool, name): why for driver, pool, name, why in stored["unavailable"]}
-    return RowStock(history.state, devices, holders, unavailable, selectors)
+    return {key: f"{namespace}/{claim}" for key, (namespace, claim) in first.items()}
 
 
 @dataclass(frozen=True)

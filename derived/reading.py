@@ -15,9 +15,6 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db import connection
-from django.db.models import F, Q
-from django.db.models.functions import Collate
 
 from collector.history_reader import StoredHistory, namespaces_in_use, uids_named
 from derived.device_rows import device_history_of
@@ -25,7 +22,17 @@ from derived.documents import unpack
 from derived.listings import summary_of
 from derived.models import ClaimListing, ClassMatches, DeviceCounts, PodExplanation
 from derived.rendered import metrics_text_stands
-from derived.reports import audit_read, cluster_wide, covers, known_for, leak_flags_read, leaks_read, valid_rows
+from derived.reports import (
+    after_key,
+    audit_read,
+    by_code_point,
+    cluster_wide,
+    covers,
+    known_for,
+    leak_flags_read,
+    leaks_read,
+    valid_rows,
+)
 from derived.review import stored_source
 from derived.thresholds import leak_thresholds
 from domain.allocator.matching import class_matches
@@ -73,7 +80,7 @@ def claim_listings(history: StoredHistory, scope: Scope) -> Any:
     rows = valid_rows(history, ClaimListing)
     if not scope.admin:
         rows = rows.filter(namespace__in=sorted(scope.namespaces))
-    return rows.order_by(*(_by_code_point(f) for f in ("namespace", "name", "claim_uid")))
+    return rows.order_by(*(by_code_point(f) for f in ("namespace", "name", "claim_uid")))
 
 
 def claim_listing_entries(history: StoredHistory, scope: Scope) -> list[tuple[str, str]] | None:
@@ -94,7 +101,7 @@ def pod_listings(history: StoredHistory, scope: Scope) -> Any:
     rows = valid_rows(history, PodExplanation).filter(live=True)
     if not scope.admin:
         rows = rows.filter(namespace__in=sorted(scope.namespaces))
-    return rows.order_by(*(_by_code_point(f) for f in ("namespace", "name", "pod_uid")))
+    return rows.order_by(*(by_code_point(f) for f in ("namespace", "name", "pod_uid")))
 
 
 def claims_read(history: StoredHistory, scope: Scope) -> list[ClaimSummary]:
@@ -129,14 +136,7 @@ def claims_after(history: StoredHistory, scope: Scope, after: ClaimKey | None, c
         start = bisect_right(visible, after, key=claim_key) if after is not None else 0
         return visible[start : start + count]
     if after is not None:
-        namespace, name, uid = after
-        listed = listed.alias(
-            key_ns=_by_code_point("namespace"), key_name=_by_code_point("name"), key_uid=_by_code_point("claim_uid")
-        ).filter(
-            Q(key_ns__gt=namespace)
-            | Q(key_ns=namespace, key_name__gt=name)
-            | Q(key_ns=namespace, key_name=name, key_uid__gt=uid)
-        )
+        listed = after_key(listed, ("namespace", "name", "claim_uid"), after)
     return [summary_of(row) for row in listed[:count]]
 
 
@@ -169,11 +169,6 @@ def claims_page(
     # The page's claims' flags only: one lookup of the stored flags, however many claims the cluster has.
     leaks = leak_flags_read(history, leak_thresholds(), [s.uid for s in summaries])
     return ClaimsPage(with_leak_flags(summaries, {"claims": leaks}), page, namespaces, page.paginator.count, leaks)
-
-
-def _by_code_point(field: str) -> Any:
-    # PostgreSQL orders text by the database's collation (en_US ignores hyphens); SQLite by code point.
-    return Collate(F(field), "C") if connection.vendor == "postgresql" else F(field)
 
 
 def waiting_read(history: StoredHistory, namespaces: Iterable[str] | None = None) -> list[WaitingPod] | None:

@@ -6,11 +6,13 @@ share them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
-from django.db.models import Q
+from django.db import connection
+from django.db.models import F, Q
+from django.db.models.functions import Collate
 
 from collector.history_reader import StoredHistory, live_containing
 from derived.leak_flags import NO_INVENTORY, entry_at
@@ -29,6 +31,23 @@ def valid_rows(history: StoredHistory, model: Any) -> Any:
     return model.objects.filter(
         Q(valid_to__isnull=True) | Q(valid_to__gt=as_of), cluster=history.cluster, valid_from__lte=as_of
     )
+
+
+def by_code_point(field: str) -> Any:
+    """``field`` ordered and compared by code point, as Python sorts strings: PostgreSQL orders text by
+    the database's collation (en_US ignores hyphens), SQLite by code point already."""
+    return Collate(F(field), "C") if connection.vendor == "postgresql" else F(field)
+
+
+def after_key(rows: Any, fields: Sequence[str], key: Sequence[str]) -> Any:
+    """``rows`` whose key (``fields``, compared by code point) comes after ``key``: where a keyset page
+    starts, whatever page it is."""
+    named = {f"key_{field}": by_code_point(field) for field in fields}
+    names = list(named)
+    later = Q()
+    for i, name in enumerate(names):
+        later |= Q(**{names[j]: key[j] for j in range(i)}, **{f"{name}__gt": key[i]})
+    return rows.alias(**named).filter(later)
 
 
 def covers(history: StoredHistory) -> bool:

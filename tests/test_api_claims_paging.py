@@ -19,6 +19,7 @@ from dashboard.continue_token import Continuation
 from demo import builders as b
 from derived.models import DerivedSnapshot
 from tests.clusters import T0
+from tests.paging import every_page
 
 pytestmark = pytest.mark.django_db
 
@@ -45,15 +46,8 @@ def listed(tmp_path: Path) -> list[dict[str, Any]]:
 
 def walk(client: Client, limit: int | None, **params: str) -> list[dict[str, Any]]:
     """Every page of a paged list, first to last."""
-    pages = []
-    query = {**params, **({"limit": str(limit)} if limit else {})}
-    while True:
-        response = client.get("/api/claims", query)
-        assert response.status_code == 200, response.content
-        pages.append(response.json())
-        if not pages[-1]["continue"]:
-            return pages
-        query = {"continue": pages[-1]["continue"], **({"limit": str(limit)} if limit else {})}
+    kept = {"limit": str(limit)} if limit else {}
+    return every_page(client, "/api/claims", {**params, **kept}, kept)
 
 
 def keys(entries: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -120,8 +114,14 @@ def test_a_later_page_costs_what_the_first_does(admin_client: Client, listed: li
 
 
 def test_limits_and_tokens(admin_client: Client, listed: list, monkeypatch: pytest.MonkeyPatch) -> None:
-    for bad in ({"limit": "0"}, {"limit": "-3"}, {"limit": "ten"}, {"limit": "1.5"}, {"continue": "not-a-token"},
-                {"continue": "eyJ4IjoxfQ"}):
+    for bad in (
+        {"limit": "0"},
+        {"limit": "-3"},
+        {"limit": "ten"},
+        {"limit": "1.5"},
+        {"continue": "not-a-token"},
+        {"continue": "eyJ4IjoxfQ"},
+    ):
         response = admin_client.get("/api/claims", bad)
         assert response.status_code == 400 and "error" in response.json(), bad
     token = admin_client.get("/api/claims", {"limit": "2"}).json()["continue"]

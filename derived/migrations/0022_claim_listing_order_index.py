@@ -1,5 +1,7 @@
 from django.db import migrations
 
+from derived.postgresql_only import on_postgresql
+
 # The claims list's order is by code point (Collate "C" on PostgreSQL, derived.reading.claim_listings):
 # an index in that collation lets a snapshot's list be read in order (every claim at once, or a keyset
 # page) instead of every valid row sorted; at 5,000 nodes that sort spilled to disk (~130 ms of the
@@ -9,16 +11,6 @@ ORDER_INDEX = (
     'CREATE INDEX claimlisting_order ON derived_claimlisting (cluster_id, namespace COLLATE "C", '
     'name COLLATE "C", claim_uid COLLATE "C")'
 )
-
-
-def on_postgresql(sql):
-    """A migration step running ``sql`` on PostgreSQL, nothing elsewhere."""
-
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql)
-
-    return run
 
 
 class Migration(migrations.Migration):

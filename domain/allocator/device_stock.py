@@ -10,7 +10,9 @@ claim and no counter set.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from domain.allocator.device_checks import SelectorCache, selector_cache
@@ -87,6 +89,51 @@ class InventoryStock:
     def preload(self) -> None:
         if any(takes_counters_or_capacity(d) for d in self.inventory.devices):
             ledger_of(self.inventory)  # reads the counter sets and every claim's results
+
+
+@dataclass(frozen=True)
+class DevicePage:
+    """Some of a snapshot's devices, as one page of match-devices' answer (``/api/match-devices?limit=``)."""
+
+    stock: DeviceStock  # the page's devices, with their holders and availability
+    total: int  # every device of the snapshot
+    more: bool  # whether devices follow the page's last
+
+
+class StockPart:
+    """Some of a stock's devices; the rest of what it knows (holders, availability, nodes) is the stock's."""
+
+    def __init__(self, stock: DeviceStock, devices: Sequence[AdvertisedDevice]) -> None:
+        self._stock = stock
+        self._devices = devices
+
+    @property
+    def devices(self) -> Sequence[AdvertisedDevice]:
+        return self._devices
+
+    @property
+    def selectors(self) -> SelectorCache:
+        return self._stock.selectors
+
+    def holder_label(self, device_id: DeviceId) -> str | None:
+        return self._stock.holder_label(device_id)
+
+    def unavailable(self, device: AdvertisedDevice) -> str | None:
+        return self._stock.unavailable(device)
+
+    def nodes_of(self, device: AdvertisedDevice) -> list[str]:
+        return self._stock.nodes_of(device)
+
+    def preload(self) -> None:
+        self._stock.preload()
+
+
+def page_of(stock: DeviceStock, after: DeviceId | None, count: int) -> DevicePage:
+    """The first ``count`` devices of ``stock`` after ``after`` (from the first when None), by (driver,
+    pool, name): a page read from a state's ``Inventory`` (the derived layer reads a page's rows instead)."""
+    devices = stock.devices
+    start = bisect.bisect_right(devices, after, key=lambda d: d.id) if after is not None else 0
+    return DevicePage(StockPart(stock, devices[start : start + count]), len(devices), start + count < len(devices))
 
 
 def match_unavailable(inventory: Inventory) -> dict[DeviceId, str]:
