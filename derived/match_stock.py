@@ -94,11 +94,11 @@ def stored_page(history: StoredHistory, after: DeviceId | None, count: int) -> D
     ``RowStock``, with how many devices the snapshot has; None when the layer does not cover it. One
     page of match-devices (``/api/match-devices?limit=``): its rows alone are read, in order from their
     index, and its devices' holders, so a page costs its devices whatever the cluster's size."""
-    unavailable = _unavailable(history)
-    if unavailable is None:
+    usage = _usage(history)
+    if usage is None:
         return None
+    total, unavailable = usage  # the derivation counted the devices: no count of the rows
     rows = devices_at(history)
-    total = rows.count()
     if after is not None:
         rows = after_key(rows, KEY, after)
     read = rows.order_by(*(by_code_point(field) for field in KEY)).values_list(*KEY, "document")[: count + 1]
@@ -116,13 +116,24 @@ def stored_page(history: StoredHistory, after: DeviceId | None, count: int) -> D
 def _unavailable(history: StoredHistory) -> dict[DeviceId, str] | None:
     """What cannot be allocated that no claim holds whole, from the usage document; None when the layer
     does not cover the snapshot, or its document is an older derivation's, without those devices."""
+    usage = _usage(history)
+    return usage[1] if usage is not None else None
+
+
+def _usage(history: StoredHistory) -> tuple[int, dict[DeviceId, str]] | None:
+    """How many devices the snapshot has and ``_unavailable``, read once per loaded snapshot."""
+    return history.derived("match-usage", lambda: _read_usage(history))
+
+
+def _read_usage(history: StoredHistory) -> tuple[int, dict[DeviceId, str]] | None:
     if not covers(history):
         return None
     usage = cluster_wide(history, InventoryUsage, "document")
     stored = orjson.loads(usage) if usage is not None else None
     if not isinstance(stored, dict) or "unavailable" not in stored:
         return None
-    return {(driver, pool, name): why for driver, pool, name, why in stored["unavailable"]}
+    unavailable = {(driver, pool, name): why for driver, pool, name, why in stored["unavailable"]}
+    return int(stored["totals"]["total"]), unavailable
 
 
 def _first_holders(spans: Any) -> dict[DeviceId, str]:
