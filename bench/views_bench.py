@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -110,8 +111,10 @@ def analyze() -> None:
 def samples(cluster: str, rng: random.Random, per_kind: int) -> dict[str, list[Any]]:
     from django.db.models import Count
 
-    from collector.models import ObjectVersion
+    from collector.models import ObjectVersion, Snapshot
     from collector.recent_history import open_history
+    from derived.models import DOMAIN_VERSION, DerivedSnapshot
+    from domain.cluster.timefmt import rfc3339
     from domain.inventory.devices import device_holders
 
     rows = ObjectVersion.objects.filter(cluster__name=cluster)
@@ -145,7 +148,15 @@ def samples(cluster: str, rng: random.Random, per_kind: int) -> dict[str, list[A
     # Held devices: their pages list holders and preparation failures.
     holders = device_holders(open_history(cluster, None).state)
     devices = pick(sorted(holders), per_kind)
-    return {"claims": claims, "running": running, "pending": pending, "deleted": deleted, "devices": devices}
+    # Earlier snapshots, for the overview as of them (only the newest is rendered): the derived ones when
+    # there are (``--derive``), whose overview reads the layer; else any.
+    derived = DerivedSnapshot.objects.filter(cluster__name=cluster, version=DOMAIN_VERSION)
+    snapshots = derived if derived.count() > 1 else Snapshot.objects.usable().filter(cluster__name=cluster)
+    earlier = pick([rfc3339(at) for at in snapshots.order_by("-at").values_list("at", flat=True)[1:]], per_kind)
+    return {
+        "claims": claims, "running": running, "pending": pending, "deleted": deleted, "devices": devices,
+        "earlier": earlier,
+    }
 
 
 def clients() -> tuple[Any, Any]:
@@ -231,6 +242,8 @@ def endpoints(cluster: str, picked: dict[str, list[Any]], member_claims: list[st
         ("fleet home page", admin, [reverse("home")], heavy),
         ("cluster overview", admin, [reverse("overview", args=[c])], heavy),
         ("cluster overview (team member)", member, [reverse("overview", args=[c])], heavy),
+        ("cluster overview as of an earlier snapshot", admin,
+         [reverse("overview", args=[c]) + f"?as_of={quote(at)}" for at in picked["earlier"]], heavy),
         ("claims list", admin, [reverse("claims", args=[c])], heavy),
         ("claims list (team member)", member, [reverse("claims", args=[c])], heavy),
         ("claims (api)", admin, [f"/api/claims?cluster={c}"], heavy),

@@ -18,7 +18,7 @@ from collector.models import Cluster, Snapshot
 # refactor of the domain leaves stored rows valid. tests/test_derivation_version.py keeps the two
 # together: it derives the demo story and the shared scenarios and compares a digest of every stored
 # row with the one recorded for this version.
-DOMAIN_VERSION = "2026-12-02.2"
+DOMAIN_VERSION = "2026-12-02.3"  # .3: AdvertisedSlice rows
 
 
 class DerivedSnapshot(models.Model):
@@ -654,3 +654,26 @@ class OverviewNamespace(models.Model):
 
     def __str__(self) -> str:
         return f"overview part of {self.namespace} in cluster {self.overview_id}"
+
+
+class AdvertisedSlice(models.Model):
+    """What counting its pool's devices reads of one stored ResourceSlice version
+    (``slice_timeline.SliceFacts``): its pool, its creationTimestamp and the physical devices its pool
+    advertises when it is the pool's only slice. Written when the derivation first sees the version, so
+    that the inventory over time (the overview's chart, as of any snapshot) counts devices without
+    decoding a slice (``derived.advertised``). A version that cannot be read has a row saying so: it is
+    left out, as the history leaves it out; ``version`` is the domain code that counted it.
+    """
+
+    object_version = models.OneToOneField(
+        "collector.ObjectVersion", on_delete=models.CASCADE, primary_key=True, related_name="advertised"
+    )
+    driver = models.CharField(max_length=253, blank=True)
+    pool = models.CharField(max_length=253, blank=True)
+    created = models.DateTimeField(null=True, blank=True)
+    alone = models.IntegerField(default=0, help_text="Physical devices of its pool when it is the only slice.")
+    readable = models.BooleanField(default=True)
+    version = models.CharField(max_length=16, help_text="DOMAIN_VERSION of the code that counted it.")
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool} of slice version {self.object_version_id}"

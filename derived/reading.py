@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.paginator import Page, Paginator
 
 from collector.history_reader import StoredHistory, namespaces_in_use, uids_named
+from derived.advertised import stored_advertised
 from derived.device_rows import device_history_of
 from derived.documents import unpack
 from derived.listings import summary_of
@@ -200,6 +201,7 @@ def overview_read(history: StoredHistory, redactor: Redactor, thresholds: Thresh
         devices=orjson.loads(counts) if counts is not None else None,
         waiting=waiting,
         allocations=stored_source(history, claims=False),
+        advertised=lambda _history, start: stored_advertised(history, start),
     )
 
 

@@ -43,6 +43,7 @@ from django.db import transaction
 
 from collector.history_reader import STORED, StoredHistory, group_member_versions, live_containing, readable
 from collector.models import Cluster, ObjectVersion, Snapshot
+from derived.advertised import write_advertised_slices
 from derived.claim_rows import end_claim_rows_of, write_claim_rows
 from derived.derivation_lock import lock_derivations_of
 from derived.device_rows import AdminAccessRows, forget_device_rows_from
@@ -161,6 +162,8 @@ def derive_snapshot(snapshot: Snapshot) -> Derivation | None:
             if full or changed_kinds - {"Event", "Pod", "ResourceClaimTemplate"}:
                 written += _write_device_counts(snapshot, history)
                 written += _write_inventory_usage(snapshot, history)
+            if full or "ResourceSlice" in changed_kinds:
+                written += write_advertised_slices(snapshot)
             if full or changed_kinds & ROW_KINDS:
                 after = None if base is None else base[0]
                 written += write_inventory_devices(snapshot, Inventory.of(history.state), after)

@@ -39,10 +39,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from domain.cluster.state import ClusterState, HistoryView, Object, Version, meta, ns_name
-from domain.cluster.timefmt import parse_time, rfc3339
-from domain.inventory.devices import DeviceId, Inventory, advertised_devices, allocation_time, slice_pool
-from domain.inventory.equivalents import UNKNOWN_MODEL, claim_fractions, number, physical_devices
+from domain.cluster.state import HistoryView, Object, Version, ns_name
+from domain.cluster.timefmt import rfc3339
+from domain.inventory.devices import DeviceId, Inventory, allocation_time
+from domain.inventory.equivalents import UNKNOWN_MODEL, claim_fractions, number
+from domain.inventory.slice_timeline import AdvertisedTimeline, pool_units, slice_pool_changes
 from domain.reports.leaks import (
     CachedHistory,
     Thresholds,
@@ -235,30 +236,17 @@ class InventoryTimeline:
     @classmethod
     def build(cls, history: HistoryView, start: datetime) -> InventoryTimeline:
         versions = history.all_versions("ResourceSlice", since=start)
-        times = sorted({start, *(v.at for vs in versions.values() for v in vs if v.at > start)})
+        times: list[datetime] = []
         counts: list[Counter[str]] = []
         models: dict[DeviceId, str] = {}
         # A pool's devices depend only on that pool's slices, so at each change only the pools
         # whose slices changed are counted again (not every device of the cluster per change).
-        live: dict[str, Object] = {}
-        pool_slices: dict[tuple[str, str], dict[str, Object]] = {}
         pool_counts: dict[tuple[str, str], Counter[str]] = {}
-        for t in times:
-            changed: set[tuple[str, str]] = set()
-            for uid, vs in versions.items():
-                obj, was = _at(vs, t), live.get(uid)
-                if obj is was:
-                    continue
-                if was is not None:
-                    changed.add(slice_pool(was))
-                    del pool_slices[slice_pool(was)][uid], live[uid]
-                if obj is not None:
-                    changed.add(slice_pool(obj))
-                    pool_slices.setdefault(slice_pool(obj), {})[uid] = live[uid] = obj
-            for key in changed:
+        as_pairs = {uid: [(v.at, v.obj) for v in vs] for uid, vs in versions.items()}
+        for change in slice_pool_changes(as_pairs, start):
+            for key in change.changed:
                 counter: Counter[str] = Counter()
-                pool_state = ClusterState(t, {"ResourceSlice": pool_slices.get(key, {})})
-                for unit in physical_devices(advertised_devices(pool_state)):
+                for unit in pool_units(change.at, change.slices.get(key, {})):
                     models.update((d.id, unit.model) for d in unit.devices)
                     counter[unit.model] += 1
                 pool_counts[key] = counter
@@ -267,11 +255,16 @@ class InventoryTimeline:
             for key in sorted(pool_counts):
                 for model, n in pool_counts[key].items():
                     total[model] += n
+            times.append(change.at)
             counts.append(total)
         return cls(times, counts, models)
 
     def model(self, device: DeviceId) -> str:
         return self.models.get(device, UNKNOWN_MODEL)
+
+    def advertised(self, t: datetime) -> int:
+        """Physical devices of every model advertised at ``t``."""
+        return sum(self.at(t).values())
 
     def at(self, t: datetime) -> Counter[str]:
         i = bisect.bisect_right(self.times, t) - 1
@@ -285,21 +278,6 @@ class InventoryTimeline:
             for model, n in counter.items():
                 out[model] = out.get(model, 0.0) + n * hours
         return out
-
-
-def _at(versions: Sequence[Version], t: datetime) -> Object | None:
-    current = None
-    for version in versions:
-        if version.at > t:
-            break
-        current = version.obj
-    if current is None and versions and versions[0].obj is not None and versions[0].at > t:
-        # Allocations count from their own allocationTimestamp, even before history began; a slice
-        # first seen later was likewise advertising since its creationTimestamp.
-        created = parse_time(meta(versions[0].obj).get("creationTimestamp"))
-        if created is not None and created <= t:
-            return versions[0].obj
-    return current
 
 
 # --- tallies ------------------------------------------------------------------------------------------
@@ -357,7 +335,7 @@ def _breakdown(
 
 
 def _device_series(
-    allocated: list[Piece], inventory: InventoryTimeline, start: datetime, end: datetime
+    allocated: list[Piece], inventory: InventoryTimeline | AdvertisedTimeline, start: datetime, end: datetime
 ) -> list[dict[str, Any]]:
     """Allocated vs advertised devices at ``start`` and at every change up to ``end``."""
     events: list[tuple[datetime, int, Piece]] = []
@@ -384,7 +362,7 @@ def _device_series(
                 held[piece.device] = after
             total += min(after, 1.0) - min(before, 1.0)
             i += 1
-        point = {"at": rfc3339(t), "advertised": sum(inventory.at(t).values()), "allocated": number(total)}
+        point = {"at": rfc3339(t), "advertised": inventory.advertised(t), "allocated": number(total)}
         if not series or {k: v for k, v in series[-1].items() if k != "at"} != {
             k: v for k, v in point.items() if k != "at"
         }:
@@ -395,11 +373,21 @@ def _device_series(
 
 
 def allocation_series(
-    history: HistoryView, start: datetime, allocations: Allocations | None = None
+    history: HistoryView,
+    start: datetime,
+    allocations: Allocations | None = None,
+    advertised: AdvertisedSource | None = None,
 ) -> list[dict[str, Any]]:
-    """Devices advertised and allocated from ``start`` to ``history.as_of``, at every change, as the review counts."""
+    """Devices advertised and allocated from ``start`` to ``history.as_of``, at every change, as the review
+    counts. ``advertised`` may give the devices advertised over time (the derived layer's, from facts it
+    stored of each slice version); when it has none, the slices are counted here."""
     _claims, allocated = (allocations or allocations_on_read)(CachedHistory(history), start, history.as_of)
-    return _device_series(allocated, InventoryTimeline.build(history, start), start, history.as_of)
+    inventory = advertised(history, start) if advertised is not None else None
+    return _device_series(allocated, inventory or InventoryTimeline.build(history, start), start, history.as_of)
+
+
+# Where the devices advertised over time come from, for ``(history, start)``; None: count the slices.
+AdvertisedSource = Callable[[HistoryView, datetime], AdvertisedTimeline | None]
 
 
 # Where the review's claims come from, for ``(history, since, until)``: every claim allocated within

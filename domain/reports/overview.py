@@ -21,7 +21,7 @@ from domain.cluster.timefmt import rfc3339
 from domain.inventory.devices import Inventory
 from domain.inventory.equivalents import equivalents_by_model, number
 from domain.reports.audit import audit
-from domain.reports.capacity import Allocations, allocation_series
+from domain.reports.capacity import AdvertisedSource, Allocations, allocation_series
 from domain.reports.leaks import REASONS, Thresholds, find_leaks
 from domain.reports.redaction import Redactor
 from domain.verdicts.explain import verdict_reader
@@ -145,6 +145,7 @@ def overview(
     allocations: Allocations | None = None,
     devices: dict[str, Any] | None = None,
     waiting: Iterable[WaitingPod] | None = None,
+    advertised: AdvertisedSource | None = None,
 ) -> dict[str, Any]:
     """The overview of one cluster as of ``history.as_of``, as ``redactor``'s user may see it.
 
@@ -152,7 +153,8 @@ def overview(
     ``devices`` its ``devices_by_model``; ``waiting`` its waiting Pods already judged (see
     ``group_waiting``), else ``waiting_verdicts`` their stored verdicts (see ``waiting_pods``);
     ``allocations`` where the chart's allocations come from (``capacity.Allocations``; from
-    history by default). Given all of them, no Pod, claim or slice of the state is read here.
+    history by default); ``advertised`` the devices advertised over time (``capacity.AdvertisedSource``;
+    counted from the slices by default). Given all of them, no Pod, claim or slice of the state is read here.
     """
     leaks = leaks if leaks is not None else find_leaks(history, thresholds)
     audit_doc = audit_doc if audit_doc is not None else audit(history)
@@ -166,7 +168,7 @@ def overview(
         ),
         "flagged": flagged_summary(redactor.leaks(leaks)),
         "warnings": warnings_by_kind(redactor.audit(audit_doc)),
-        "series": allocation_series(history, history.as_of - CHART_SPAN, allocations),
+        "series": allocation_series(history, history.as_of - CHART_SPAN, allocations, advertised),
         "series_since": rfc3339(history.as_of - CHART_SPAN),
     }
 

@@ -1,0 +1,135 @@
+"""The inventory over time from what the derivation stored of each ResourceSlice version
+(``AdvertisedSlice``): the overview's chart as of any snapshot without a slice decoded.
+
+Counted on read, the chart's 24 hours decoded every slice live in them and counted each pool's devices:
+4.0 s for an older snapshot's overview at 5,000 nodes. Each slice version's pool, creationTimestamp and
+the devices its pool advertises when it is the only slice are facts of that version, known once it is
+stored; the derivation writes them for the versions it has not counted (a few per slice change). A read
+joins them to the versions' times and runs the same sweep (``slice_timeline.pool_changes``); only a pool
+with several slices at once reads those slices. When a version in the window has no facts of this code
+(stored before it, or counted by other domain code) the caller counts on read, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db.models import Q
+
+from collector.history_reader import StoredHistory, readable
+from collector.models import ObjectVersion, Snapshot
+from derived.models import DOMAIN_VERSION, AdvertisedSlice
+from domain.cluster.state import Object
+from domain.inventory.devices import slice_pool
+from domain.inventory.slice_timeline import (
+    AdvertisedTimeline,
+    SliceFacts,
+    advertised_from_facts,
+    pool_units,
+    slice_created,
+)
+
+BATCH = 2000
+KIND = "ResourceSlice"
+
+
+def write_advertised_slices(snapshot: Snapshot) -> int:
+    """``AdvertisedSlice`` rows for the slice versions stored up to ``snapshot`` that this code has not
+    counted yet; how many were written."""
+    counted = AdvertisedSlice.objects.filter(version=DOMAIN_VERSION).values("object_version_id")
+    rows = ObjectVersion.objects.filter(
+        cluster_id=snapshot.cluster_id, kind=KIND, deleted=False, valid_from__lte=snapshot.at
+    ).exclude(pk__in=counted)
+    facts: list[AdvertisedSlice] = []
+    for pk, uid, at, content, checked in rows.values_list(
+        "pk", "uid", "valid_from", "content", "shapes_checked"
+    ).iterator(BATCH):
+        obj = readable(KIND, uid, at, content, checked)
+        if obj is None:
+            facts.append(AdvertisedSlice(object_version_id=pk, readable=False, version=DOMAIN_VERSION))
+            continue
+        driver, pool = slice_pool(obj)
+        alone = len(pool_units(at, {uid: obj}))
+        facts.append(
+            AdvertisedSlice(
+                object_version_id=pk,
+                driver=driver,
+                pool=pool,
+                created=slice_created(obj),
+                alone=alone,
+                version=DOMAIN_VERSION,
+            )
+        )
+    AdvertisedSlice.objects.bulk_create(
+        facts,
+        BATCH,
+        update_conflicts=True,
+        unique_fields=["object_version"],
+        update_fields=["driver", "pool", "created", "alone", "readable", "version"],
+    )
+    return len(facts)
+
+
+def stored_advertised(history: StoredHistory, start: datetime) -> AdvertisedTimeline | None:
+    """Physical devices advertised from ``start`` to the history's time, at every slice change (as
+    ``capacity.InventoryTimeline`` counts them); None when a version in the window was not counted."""
+    rows = (
+        ObjectVersion.objects.filter(cluster=history.cluster, kind=KIND, valid_from__lte=history.as_of)
+        .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
+        .exclude(deleted=True, valid_from__lt=start)  # as ``all_versions(since=start)`` reads them
+        .order_by("uid", "valid_from")
+        .values_list(
+            "pk",
+            "uid",
+            "valid_from",
+            "deleted",
+            "advertised__version",
+            "advertised__readable",
+            "advertised__driver",
+            "advertised__pool",
+            "advertised__created",
+            "advertised__alone",
+        )
+    )
+    versions: dict[str, list[tuple[datetime, SliceFacts | None]]] = {}
+    for pk, uid, at, deleted, version, ok, driver, pool, created, alone in rows.iterator(BATCH):
+        if deleted:
+            versions.setdefault(uid, []).append((at, None))
+        elif version != DOMAIN_VERSION:
+            return None
+        elif ok:  # a version that cannot be read is left out, as the history leaves it out
+            versions.setdefault(uid, []).append((at, SliceFacts((driver, pool), created, alone, pk)))
+    # A pool with several slices at once is counted from those slices, read in one query: a first
+    # sweep names them (most pools have one slice, and then no sweep but the one).
+    wanted: set[int] = set()
+
+    def name_them(members: Sequence[SliceFacts]) -> int:
+        wanted.update(m.version for m in members)
+        return 0
+
+    timeline = advertised_from_facts(versions, start, name_them)
+    if not wanted:
+        return timeline
+    return advertised_from_facts(versions, start, _Several(wanted).count)
+
+
+class _Several:
+    """The physical devices of pools with several slices, counted from those slices read once."""
+
+    def __init__(self, wanted: set[int]) -> None:
+        self._slices: dict[int, tuple[str, datetime, Object]] = {}
+        rows = ObjectVersion.objects.filter(pk__in=sorted(wanted))
+        for pk, uid, at, content, checked in rows.values_list("pk", "uid", "valid_from", "content", "shapes_checked"):
+            obj = readable(KIND, uid, at, content, checked)
+            if obj is not None:
+                self._slices[pk] = (uid, at, obj)
+        self._counted: dict[frozenset[int], int] = {}
+
+    def count(self, members: Sequence[SliceFacts]) -> int:
+        key = frozenset(m.version for m in members)
+        if key not in self._counted:
+            found = [self._slices[pk] for pk in sorted(key) if pk in self._slices]
+            slices = {uid: obj for uid, _at, obj in found}
+            self._counted[key] = len(pool_units(max(at for _u, at, _o in found), slices)) if found else 0
+        return self._counted[key]
