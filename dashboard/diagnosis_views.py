@@ -171,6 +171,8 @@ def playground(request: HttpRequest, cluster: str) -> HttpResponse:
         continuation = Continuation.decode(token, 3) if token else None
         # The cluster as of the time picked (``?as_of=``), as every other page: its devices, classes and holders.
         history = open_history(c, continuation.as_of if continuation else request.GET.get("as_of") or None)
+        if continuation is not None and (continuation.cluster != c.name or continuation.as_of != history.as_of):
+            raise BadToken("the next page's snapshot is no longer stored, or is another cluster's: match again")
     except (BadToken, ReadError) as exc:
         context["error"] = str(exc)
         return render_page(request, "dashboard/playground.html", context, "results")

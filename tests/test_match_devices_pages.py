@@ -167,3 +167,11 @@ def test_the_playground_pages_a_large_inventory(cluster: Cluster, monkeypatch: p
         query = following[0].split("?", 1)[1].replace("&amp;", "&") if following else ""
         assert pages <= 4
     assert (pages, matched) == (4, 9)
+    # A token of another cluster, or of a snapshot no longer stored, is refused with a message.
+    for token in (
+        Continuation("elsewhere", T0, ("a", "b", "c")).encode(),
+        Continuation(cluster.name, T0.replace(year=2001), ("a", "b", "c")).encode(),
+        "not-a-token",
+    ):
+        body = client.get(url, {"expression": MEMORY, "continue": token}).content.decode()
+        assert 'data-testid="playground-error"' in body and "devices match" not in body, token
