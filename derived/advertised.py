@@ -37,9 +37,10 @@ KIND = "ResourceSlice"
 def write_advertised_slices(snapshot: Snapshot) -> int:
     """``AdvertisedSlice`` rows for the slice versions stored up to ``snapshot`` that this code has not
     counted yet; how many were written."""
-    counted = AdvertisedSlice.objects.filter(version=DOMAIN_VERSION).values("object_version_id")
+    cluster_id = snapshot.cluster_id
+    counted = AdvertisedSlice.objects.filter(cluster_id=cluster_id, version=DOMAIN_VERSION).values("object_version_id")
     rows = ObjectVersion.objects.filter(
-        cluster_id=snapshot.cluster_id, kind=KIND, deleted=False, valid_from__lte=snapshot.at
+        cluster_id=cluster_id, kind=KIND, deleted=False, valid_from__lte=snapshot.at
     ).exclude(pk__in=counted)
     facts: list[AdvertisedSlice] = []
     for pk, uid, at, content, checked in rows.values_list(
@@ -47,13 +48,16 @@ def write_advertised_slices(snapshot: Snapshot) -> int:
     ).iterator(BATCH):
         obj = readable(KIND, uid, at, content, checked)
         if obj is None:
-            facts.append(AdvertisedSlice(object_version_id=pk, readable=False, version=DOMAIN_VERSION))
+            facts.append(
+                AdvertisedSlice(object_version_id=pk, cluster_id=cluster_id, readable=False, version=DOMAIN_VERSION)
+            )
             continue
         driver, pool = slice_pool(obj)
         alone = len(pool_units(at, {uid: obj}))
         facts.append(
             AdvertisedSlice(
                 object_version_id=pk,
+                cluster_id=cluster_id,
                 driver=driver,
                 pool=pool,
                 created=slice_created(obj),

@@ -668,6 +668,8 @@ class AdvertisedSlice(models.Model):
     object_version = models.OneToOneField(
         "collector.ObjectVersion", on_delete=models.CASCADE, primary_key=True, related_name="advertised"
     )
+    # Its version's cluster, as every derived row names its cluster (what a cluster's layer holds).
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="advertised_slices")
     driver = models.CharField(max_length=253, blank=True)
     pool = models.CharField(max_length=253, blank=True)
     created = models.DateTimeField(null=True, blank=True)
