@@ -108,9 +108,11 @@ def _states(
             i = bisect.bisect_left(times, created)
             if times[i] < first_at:
                 yield i, first
-    for at, _ in versions:
-        if at > start:
-            yield index[at], _at(versions, at, created_of)
+    # At a version's time the slice is the last version of that time (``_at``): read in one pass, not
+    # searched from the first version again for each (a slice republished every minute has 1,440 a day).
+    for k, (at, state) in enumerate(versions):
+        if at > start and (k + 1 == len(versions) or versions[k + 1][0] != at):
+            yield index[at], state
 
 
 def _at(
