@@ -81,17 +81,17 @@ def stored_stock(history: StoredHistory) -> DeviceStock | None:
 
 
 def _read_stock(history: StoredHistory) -> RowStock | None:
-    unavailable = _unavailable(history)
-    if unavailable is None:
+    usage = _usage(history)
+    if usage is None:
         return None
     devices, selectors = _devices(history)
     holders = _first_holders(held_spans(history.cluster.pk, history.as_of))
-    return RowStock(history.state, devices, holders, unavailable, selectors)
+    return RowStock(history.state, devices, holders, usage[1], selectors)
 
 
 def stored_page(history: StoredHistory, after: DeviceId | None, count: int) -> DevicePage | None:
     """The first ``count`` devices after ``after`` (from the first when None; by driver, pool, name) as a
-    ``RowStock``, with how many devices the snapshot has; None when the layer does not cover it. One
+    page of ``RowStock``, with how many devices the snapshot has; None when the layer does not cover it. One
     page of match-devices (``/api/match-devices?limit=``): its rows alone are read, in order from their
     index, and its devices' holders, so a page costs its devices whatever the cluster's size."""
     usage = _usage(history)
@@ -113,15 +113,10 @@ def stored_page(history: StoredHistory, after: DeviceId | None, count: int) -> D
     return DevicePage(RowStock(history.state, devices, holders, unavailable, SelectorCache()), total, more)
 
 
-def _unavailable(history: StoredHistory) -> dict[DeviceId, str] | None:
-    """What cannot be allocated that no claim holds whole, from the usage document; None when the layer
-    does not cover the snapshot, or its document is an older derivation's, without those devices."""
-    usage = _usage(history)
-    return usage[1] if usage is not None else None
-
-
 def _usage(history: StoredHistory) -> tuple[int, dict[DeviceId, str]] | None:
-    """How many devices the snapshot has and ``_unavailable``, read once per loaded snapshot."""
+    """How many devices the snapshot has, and what cannot be allocated that no claim holds whole, from
+    the usage document, read once per loaded snapshot; None when the layer does not cover the snapshot,
+    or its document is an older derivation's, without those devices."""
     return history.derived("match-usage", lambda: _read_usage(history))
 
 
