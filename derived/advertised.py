@@ -12,9 +12,11 @@ with several slices at once reads those slices. When a version in the window has
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
+from django.db import connection
 from django.db.models import Q
 
 from collector.history_reader import StoredHistory, readable
@@ -78,6 +80,40 @@ def write_advertised_slices(snapshot: Snapshot) -> int:
 def stored_advertised(history: StoredHistory, start: datetime) -> AdvertisedTimeline | None:
     """Physical devices advertised from ``start`` to the history's time, at every slice change (as
     ``capacity.InventoryTimeline`` counts them); None when a version in the window was not counted."""
+    read = _moving_facts(history, start) if connection.vendor == "postgresql" else _facts(history, start)
+    if read is None:
+        return None
+    steady, rows = read
+    versions: dict[str, list[tuple[datetime, SliceFacts | None]]] = {}
+    for pk, uid, at, deleted, version, ok, driver, pool, created, alone in rows:
+        if deleted:
+            versions.setdefault(uid, []).append((at, None))
+        elif version != DOMAIN_VERSION:
+            return None
+        elif ok:  # a version that cannot be read is left out, as the history leaves it out
+            versions.setdefault(uid, []).append((at, SliceFacts((driver, pool), created, alone, pk)))
+    # A pool with several slices at once is counted from those slices, read in one query: a first
+    # sweep names them (most pools have one slice, and then no sweep but the one).
+    wanted: set[int] = set()
+
+    def name_them(members: Sequence[SliceFacts]) -> int:
+        wanted.update(m.version for m in members)
+        return 0
+
+    timeline = advertised_from_facts(versions, start, name_them)
+    if wanted:
+        timeline = advertised_from_facts(versions, start, _Several(wanted).count)
+    return AdvertisedTimeline(timeline.times, [steady + n for n in timeline.totals]) if steady else timeline
+
+
+# A slice version as the sweep reads it: its key, the slice's UID, the version's time, whether it is a
+# deletion, then its facts (version, readable, driver, pool, created, alone; None where this code has
+# not counted it).
+FactsRow = tuple[Any, ...]
+
+
+def _facts(history: StoredHistory, start: datetime) -> tuple[int, Iterable[FactsRow]]:
+    """Every slice version live in the window, with its facts (none held apart as steady)."""
     rows = (
         ObjectVersion.objects.filter(cluster=history.cluster, kind=KIND, valid_from__lte=history.as_of)
         .filter(Q(valid_to__isnull=True) | Q(valid_to__gt=start))
@@ -96,26 +132,62 @@ def stored_advertised(history: StoredHistory, start: datetime) -> AdvertisedTime
             "advertised__alone",
         )
     )
-    versions: dict[str, list[tuple[datetime, SliceFacts | None]]] = {}
-    for pk, uid, at, deleted, version, ok, driver, pool, created, alone in rows.iterator(BATCH):
-        if deleted:
-            versions.setdefault(uid, []).append((at, None))
-        elif version != DOMAIN_VERSION:
-            return None
-        elif ok:  # a version that cannot be read is left out, as the history leaves it out
-            versions.setdefault(uid, []).append((at, SliceFacts((driver, pool), created, alone, pk)))
-    # A pool with several slices at once is counted from those slices, read in one query: a first
-    # sweep names them (most pools have one slice, and then no sweep but the one).
-    wanted: set[int] = set()
+    return 0, rows.iterator(BATCH)
 
-    def name_them(members: Sequence[SliceFacts]) -> int:
-        wanted.update(m.version for m in members)
-        return 0
 
-    timeline = advertised_from_facts(versions, start, name_them)
-    if not wanted:
-        return timeline
-    return advertised_from_facts(versions, start, _Several(wanted).count)
+# The rows ``_facts`` reads, but a pool that does not move in the window is added up here rather than
+# sent: one slice with one version in the window, counted by this code, advertising from the window's
+# start on (stored by then, or first seen later but created by then: ``slice_timeline`` counts such a
+# slice from its creation). At 5,000 nodes that is nearly every pool, and loading 5,000 versions' times
+# and sweeping them was most of an earlier chart's time. The timeline then has no point where only such
+# a slice was first seen: nothing changed there.
+# The first row carries that sum and how many versions this code has not counted (the caller then
+# counts the slices); the rest are the moving pools' versions, as ``_facts`` has them.
+_MOVING = """
+WITH live AS (
+    SELECT v.id, v.uid, v.valid_from, v.deleted, f.version, f.readable, f.driver, f.pool, f.created, f.alone,
+           COUNT(*) OVER (PARTITION BY v.uid) AS versions_of_slice
+    FROM {versions} v LEFT JOIN {facts} f ON f.object_version_id = v.id
+    WHERE v.cluster_id = %(cluster)s AND v.kind = %(kind)s AND v.valid_from <= %(as_of)s
+      AND (v.valid_to IS NULL OR v.valid_to > %(start)s) AND NOT (v.deleted AND v.valid_from < %(start)s)
+), pool AS (
+    SELECT driver, pool, COUNT(*) AS versions_of_pool FROM live WHERE NOT deleted GROUP BY driver, pool
+), marked AS (
+    SELECT live.*, COALESCE(
+        versions_of_slice = 1 AND versions_of_pool = 1 AND NOT deleted AND readable AND version = %(version)s
+        AND (valid_from <= %(start)s OR created <= %(start)s), FALSE
+    ) AS steady
+    FROM live LEFT JOIN pool USING (driver, pool)
+)
+SELECT * FROM (
+    SELECT 0 AS first, NULL::bigint, NULL, NULL::timestamptz, NULL::boolean, NULL, NULL::boolean, NULL, NULL,
+           NULL::timestamptz, COALESCE(SUM(alone) FILTER (WHERE steady), 0)::integer,
+           COUNT(*) FILTER (WHERE NOT deleted AND version IS DISTINCT FROM %(version)s)::integer
+    FROM marked
+    UNION ALL
+    SELECT 1, id, uid, valid_from, deleted, version, readable, driver, pool, created, alone, NULL
+    FROM marked WHERE NOT steady
+) rows ORDER BY first, 3, 4
+"""
+
+
+def _moving_facts(history: StoredHistory, start: datetime) -> tuple[int, Iterable[FactsRow]] | None:
+    """``_facts`` with the steady pools added up in PostgreSQL; None when a version in the window was
+    not counted by this code."""
+    params: dict[str, Any] = {
+        "cluster": history.cluster.pk,
+        "kind": KIND,
+        "as_of": history.as_of,
+        "start": start,
+        "version": DOMAIN_VERSION,
+    }
+    sql = _MOVING.format(versions=ObjectVersion._meta.db_table, facts=AdvertisedSlice._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        (_first, *_none, steady, uncounted), *rows = cursor.fetchall()
+    if uncounted:
+        return None
+    return steady, [row[1:11] for row in rows]
 
 
 class _Several:

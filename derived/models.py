@@ -18,7 +18,7 @@ from collector.models import Cluster, Snapshot
 # refactor of the domain leaves stored rows valid. tests/test_derivation_version.py keeps the two
 # together: it derives the demo story and the shared scenarios and compares a digest of every stored
 # row with the one recorded for this version.
-DOMAIN_VERSION = "2026-12-02.3"  # .3: AdvertisedSlice rows
+DOMAIN_VERSION = "2026-12-02.4"  # .4: PodExplanation.message
 
 
 class DerivedSnapshot(models.Model):
@@ -98,6 +98,9 @@ class PodExplanation(models.Model):
     node = models.CharField(max_length=253, blank=True, default="")
     phase = models.CharField(max_length=32, blank=True, default="")
     created = models.CharField(max_length=40, blank=True, default="")
+    # The verdict's sentence: with the reason and boundary, all the overview shows of a waiting Pod,
+    # read without unpacking its document (527 waiting Pods' documents at 5,000 nodes: 60 ms a read).
+    message = models.TextField(blank=True, default="")
     valid_from = models.DateTimeField()
     valid_to = models.DateTimeField(null=True, blank=True)
 

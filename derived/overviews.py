@@ -7,7 +7,7 @@ first reader (bench/README.md). Rendered once here, a reader loads a few rows: t
 cluster-wide parts (inventory, chart); the flagged claims (a team member: its own namespaces'
 ``OverviewNamespace`` rows, redacted as on read against the namespaces in use stored beside them);
 the audit's warnings counted by subject namespace; and the waiting Pods from their own stored rows
-(``derived.reading.waiting_read``, one query of the namespaces asked), as before.
+(``derived.reading.waiting_listed``, one query of the namespaces asked), as before.
 
 ``overview.overview`` stays the one definition: the rendering calls it, and a reader's parts go
 through the same ``group_waiting``, ``flagged_summary`` and redactor as on read, so both paths give
@@ -33,7 +33,7 @@ from django.db import transaction
 from collector.history_reader import StoredHistory, namespaces_in_use
 from collector.models import Snapshot
 from derived.models import DOMAIN_VERSION, OverviewDocument, OverviewNamespace
-from derived.reading import overview_read, waiting_read
+from derived.reading import overview_read, waiting_listed
 from derived.rendered import latest_derived, stands_for
 from derived.reports import audit_read, covers, leaks_read
 from derived.thresholds import leak_thresholds
@@ -124,7 +124,7 @@ def stored_overview(history: StoredHistory, scope: Scope, thresholds: Thresholds
         document["figures_as_of"] = document["as_of"]
         document["as_of"] = rfc3339(history.as_of)
     # The waiting Pods from their rows, as on read: a stored document's verdict is what a page shows.
-    waiting = waiting_read(history, None if scope.admin else scope.namespaces)
+    waiting = waiting_listed(history, None if scope.admin else scope.namespaces)
     if waiting is None:
         return None
     if scope.admin:

@@ -18,6 +18,7 @@ from django.core.paginator import Page, Paginator
 
 from collector.history_reader import StoredHistory, namespaces_in_use, uids_named
 from derived.advertised import stored_advertised
+from derived.allocated_steps import stored_steps
 from derived.device_rows import device_history_of
 from derived.documents import unpack
 from derived.listings import summary_of
@@ -172,23 +173,40 @@ def claims_page(
     return ClaimsPage(with_leak_flags(summaries, {"claims": leaks}), page, namespaces, page.paginator.count, leaks)
 
 
-def waiting_read(history: StoredHistory, namespaces: Iterable[str] | None = None) -> list[WaitingPod] | None:
-    """Every waiting Pod (live, unfinished, not ``ok``) as stored for the asked snapshot (those of
-    ``namespaces`` when given), in namespace and name order, as ``overview.group_waiting`` takes them;
-    None when the layer does not cover it."""
+def waiting_read(history: StoredHistory) -> list[WaitingPod] | None:
+    """Every waiting Pod (live, unfinished, not ``ok``) as stored for the asked snapshot, in namespace
+    and name order, with its whole verdict; None when the layer does not cover it."""
+    rows = _waiting_rows(history, None)
+    if rows is None:
+        return None
+    read = rows.values_list("namespace", "name", "pod_uid", "content", "dictionary_id")
+    return sorted((ns, name, uid, unpack(content, d)["verdict"]) for ns, name, uid, content, d in read)
+
+
+def waiting_listed(history: StoredHistory, namespaces: Iterable[str] | None = None) -> list[WaitingPod] | None:
+    """``waiting_read`` (of ``namespaces`` when given) with what ``overview.group_waiting`` shows of each
+    verdict, its boundary, reason and message, from the rows' columns: no document unpacked."""
+    rows = _waiting_rows(history, namespaces)
+    if rows is None:
+        return None
+    read = rows.values_list("namespace", "name", "pod_uid", "boundary", "reason", "message")
+    return sorted(
+        (ns, name, uid, {"boundary": boundary or None, "reason": reason, "message": message})
+        for ns, name, uid, boundary, reason, message in read
+    )
+
+
+def _waiting_rows(history: StoredHistory, namespaces: Iterable[str] | None) -> Any:
     if not covers(history):
         return None
     rows = valid_rows(history, PodExplanation).filter(waiting=True)
-    if namespaces is not None:
-        rows = rows.filter(namespace__in=sorted(namespaces))
-    rows = rows.values_list("namespace", "name", "pod_uid", "content", "dictionary_id")
-    return sorted((ns, name, uid, unpack(content, d)["verdict"]) for ns, name, uid, content, d in rows)
+    return rows if namespaces is None else rows.filter(namespace__in=sorted(namespaces))
 
 
 def overview_read(history: StoredHistory, redactor: Redactor, thresholds: Thresholds) -> dict[str, Any]:
     """The overview: from the layer's rows when it covers the snapshot (its reports, device counts,
     waiting Pods and allocation spans: no object of the state is read), else derived on read."""
-    waiting = waiting_read(history)
+    waiting = waiting_listed(history)
     counts = None
     if waiting is not None:  # the layer covers the snapshot
         counts = cluster_wide(history, DeviceCounts, "document")
@@ -202,6 +220,7 @@ def overview_read(history: StoredHistory, redactor: Redactor, thresholds: Thresh
         waiting=waiting,
         allocations=stored_source(history, claims=False),
         advertised=lambda _history, start: stored_advertised(history, start),
+        steps=lambda _history, start: stored_steps(history, start),
     )
 
 

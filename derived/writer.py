@@ -534,8 +534,8 @@ def _consumers_of(history: SnapshotHistory, claim_uids: set[str]) -> set[str]:
     }
 
 
-# The Pods page's columns of a row (``PodExplanation``).
-_LISTED = ("reason", "boundary", "node", "phase", "created")
+# The columns of a row read without its document (``PodExplanation``): the Pods page's, the overview's.
+_LISTED = ("reason", "boundary", "node", "phase", "created", "message")
 
 
 def _row(
@@ -560,6 +560,7 @@ def _row(
         live=live_pod is not None,
         reason=str(verdict.get("reason") or ""),
         boundary=str(verdict.get("boundary") or ""),
+        message=str(verdict.get("message") or ""),
         node=str(summary.get("node") or ""),
         phase=str(summary.get("phase") or ""),
         created=str(summary.get("created") or ""),

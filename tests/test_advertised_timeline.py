@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+import derived.advertised
 import domain.reports.capacity
 from collector.history_reader import StoredHistory
 from collector.models import Cluster, Snapshot
@@ -83,9 +84,15 @@ def counted(history: StoredHistory, start: datetime) -> tuple[list[datetime], li
     return timeline.times, [sum(c.values()) for c in timeline.counts]
 
 
-def test_the_stored_facts_count_what_the_slices_count(cluster: Cluster) -> None:
+def changes(times: list[datetime], totals: list[int]) -> list[tuple[datetime, int]]:
+    """The times the count moves (a steady pool's slice first seen in the window moves nothing)."""
+    return [(t, n) for i, (t, n) in enumerate(zip(times, totals, strict=True)) if i == 0 or n != totals[i - 1]]
+
+
+def test_the_stored_facts_count_what_the_slices_count(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     assert AdvertisedSlice.objects.filter(readable=True).count() > 0
     seen = set()
+    steady: set[int] = set()  # devices of the pools PostgreSQL added up rather than sent
     for snapshot in Snapshot.objects.filter(cluster=cluster).order_by("at"):
         history = StoredHistory(cluster, snapshot.at)
         for start in (T0 - timedelta(days=1), T0 - timedelta(minutes=1), T0, T0 + STEP + timedelta(minutes=5)):
@@ -94,9 +101,17 @@ def test_the_stored_facts_count_what_the_slices_count(cluster: Cluster) -> None:
             stored = stored_advertised(history, start)
             assert stored is not None
             times, totals = counted(history, start)
-            assert (stored.times, stored.totals) == (times, totals), (snapshot.at, start)
+            assert changes(stored.times, stored.totals) == changes(times, totals), (snapshot.at, start)
             for t in [*times, snapshot.at]:
                 assert stored.advertised(t) == InventoryTimeline.build(history, start).advertised(t)
+            # Every version sent to the sweep (as SQLite reads them) counts the same.
+            with monkeypatch.context() as every_version:
+                every_version.setattr(derived.advertised, "_moving_facts", derived.advertised._facts)
+                swept = stored_advertised(history, start)
+                assert swept is not None and (swept.times, swept.totals) == (times, totals)
+            held = derived.advertised._moving_facts(history, start)
+            assert held is not None
+            steady.add(held[0])
             seen.add(tuple(totals))
     # Not vacuous: the late slice counts from the change after its creation, before it was first seen;
     # and the totals moved with every stage.
@@ -107,6 +122,7 @@ def test_the_stored_facts_count_what_the_slices_count(cluster: Cluster) -> None:
     without_d = counted(StoredHistory(cluster, T0 + STEP), T0 - timedelta(days=1))[1]
     assert totals[1] - without_d[1] == 1  # node-d, first seen at the third stage, was created at T0
     assert len(set(totals)) >= 5 and len(seen) > 5
+    assert len(steady) > 2 and 0 in steady  # pools held apart, and windows where every pool moved
 
 
 def test_without_facts_of_this_code_the_slices_are_counted(cluster: Cluster) -> None:

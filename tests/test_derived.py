@@ -440,8 +440,9 @@ def test_the_overview_reads_the_waiting_pods_verdicts_and_the_chart_from_the_lay
         whole = [q["sql"] for q in ctx.captured_queries if q["sql"].startswith("DECLARE")]
         assert whole and not [q for q in whole if "'Pod'" in q]
     pending = "research/llm-finetune"
-    for row in PodExplanation.objects.filter(namespace="research", name="llm-finetune", valid_to__isnull=True):
-        edit_stored_document(row, _message_from_the_layer)
+    # The overview shows a waiting Pod's verdict sentence from its row's column, its document unread.
+    rows = PodExplanation.objects.filter(namespace="research", name="llm-finetune", valid_to__isnull=True, waiting=True)
+    assert rows.update(message="read from the derived layer") == 1
     page = admin_client.get("/c/demo/", secure=True).content.decode()
     assert pending in page and "read from the derived layer" in page
 

@@ -334,38 +334,64 @@ def _breakdown(
 # --- the review ---------------------------------------------------------------------------------------
 
 
-def _device_series(
-    allocated: list[Piece], inventory: InventoryTimeline | AdvertisedTimeline, start: datetime, end: datetime
-) -> list[dict[str, Any]]:
-    """Allocated vs advertised devices at ``start`` and at every change up to ``end``."""
+# The devices allocated over a window, as steps: the count at the window's start, then at each time it
+# changes (sorted, no two at one time). A chart needs no more than these.
+AllocatedSteps = list[tuple[datetime, float]]
+
+
+def allocated_steps(allocated: Sequence[Piece], start: datetime, end: datetime) -> AllocatedSteps:
+    """The GPU-equivalents ``allocated`` hold from ``start`` to ``end``: a device counts at most once,
+    however many pieces hold it at a time (a partition or a share adds its fraction); stretches still
+    open at ``end`` stay counted."""
     events: list[tuple[datetime, int, Piece]] = []
     for p in allocated:
         if p.end > start and p.start < end:
             events.append((max(p.start, start), 1, p))
-            if p.end < end:  # stretches still open at the end stay counted
+            if p.end < end:
                 events.append((p.end, -1, p))
-    times = sorted({start, *(t for t in inventory.times if start <= t <= end), *(e[0] for e in events)})
     events.sort(key=lambda e: (e[0], e[1]))
-    held: dict[DeviceId, float] = {}  # GPU-equivalents: a partition or a share adds its fraction
+    held: dict[DeviceId, float] = {}
     total = 0.0  # sum of min(held, 1) over devices, kept as events come
+    steps: AllocatedSteps = [(start, 0.0)]
+    for at, delta, piece in events:
+        before = held.get(piece.device, 0.0)
+        after = before + delta * piece.fraction
+        if after <= 1e-9:
+            held.pop(piece.device, None)
+            after = 0.0
+        else:
+            held[piece.device] = after
+        total += min(after, 1.0) - min(before, 1.0)
+        if steps[-1][0] == at:
+            steps[-1] = (at, total)
+        else:
+            steps.append((at, total))
+    return steps
+
+
+def _device_series(
+    allocated: list[Piece], inventory: InventoryTimeline | AdvertisedTimeline, start: datetime, end: datetime
+) -> list[dict[str, Any]]:
+    """Allocated vs advertised devices at ``start`` and at every change up to ``end``."""
+    return _series(allocated_steps(allocated, start, end), inventory, start, end)
+
+
+def _series(
+    steps: AllocatedSteps, inventory: InventoryTimeline | AdvertisedTimeline, start: datetime, end: datetime
+) -> list[dict[str, Any]]:
+    """The chart's points: advertised and allocated at ``start`` and wherever either changes up to ``end``."""
+    times = sorted({start, *(t for t in inventory.times if start <= t <= end), *(t for t, _ in steps)})
     series: list[dict[str, Any]] = []
-    i = 0
+    i, total = 0, 0.0
     for t in times:
-        while i < len(events) and events[i][0] <= t:
-            _, delta, piece = events[i]
-            before = held.get(piece.device, 0.0)
-            after = before + delta * piece.fraction
-            if after <= 1e-9:
-                held.pop(piece.device, None)
-                after = 0.0
-            else:
-                held[piece.device] = after
-            total += min(after, 1.0) - min(before, 1.0)
+        while i < len(steps) and steps[i][0] <= t:
+            total = steps[i][1]
             i += 1
         point = {"at": rfc3339(t), "advertised": inventory.advertised(t), "allocated": number(total)}
-        if not series or {k: v for k, v in series[-1].items() if k != "at"} != {
-            k: v for k, v in point.items() if k != "at"
-        }:
+        if not series or (series[-1]["advertised"], series[-1]["allocated"]) != (
+            point["advertised"],
+            point["allocated"],
+        ):
             series.append(point)
     if series and series[-1]["at"] != rfc3339(end):
         series.append({**series[-1], "at": rfc3339(end)})  # so a step chart reaches the end
@@ -377,17 +403,27 @@ def allocation_series(
     start: datetime,
     allocations: Allocations | None = None,
     advertised: AdvertisedSource | None = None,
+    steps: StepsSource | None = None,
 ) -> list[dict[str, Any]]:
     """Devices advertised and allocated from ``start`` to ``history.as_of``, at every change, as the review
     counts. ``advertised`` may give the devices advertised over time (the derived layer's, from facts it
-    stored of each slice version); when it has none, the slices are counted here."""
-    _claims, allocated = (allocations or allocations_on_read)(CachedHistory(history), start, history.as_of)
+    stored of each slice version); when it has none, the slices are counted here. ``steps`` may give the
+    devices allocated over time (the derived layer's, counted where its spans are stored); when it has
+    none, the pieces ``allocations`` gives are counted here."""
+    counted = steps(history, start) if steps is not None else None
+    if counted is None:
+        _claims, allocated = (allocations or allocations_on_read)(CachedHistory(history), start, history.as_of)
+        counted = allocated_steps(allocated, start, history.as_of)
     inventory = advertised(history, start) if advertised is not None else None
-    return _device_series(allocated, inventory or InventoryTimeline.build(history, start), start, history.as_of)
+    return _series(counted, inventory or InventoryTimeline.build(history, start), start, history.as_of)
 
 
 # Where the devices advertised over time come from, for ``(history, start)``; None: count the slices.
 AdvertisedSource = Callable[[HistoryView, datetime], AdvertisedTimeline | None]
+
+# Where the devices allocated over time come from, for ``(history, start)`` (``allocated_steps`` up to
+# ``history.as_of``); None: count the pieces.
+StepsSource = Callable[[HistoryView, datetime], AllocatedSteps | None]
 
 
 # Where the review's claims come from, for ``(history, since, until)``: every claim allocated within

@@ -21,7 +21,7 @@ from domain.cluster.timefmt import rfc3339
 from domain.inventory.devices import Inventory
 from domain.inventory.equivalents import equivalents_by_model, number
 from domain.reports.audit import audit
-from domain.reports.capacity import AdvertisedSource, Allocations, allocation_series
+from domain.reports.capacity import AdvertisedSource, Allocations, StepsSource, allocation_series
 from domain.reports.leaks import REASONS, Thresholds, find_leaks
 from domain.reports.redaction import Redactor
 from domain.verdicts.explain import verdict_reader
@@ -146,6 +146,7 @@ def overview(
     devices: dict[str, Any] | None = None,
     waiting: Iterable[WaitingPod] | None = None,
     advertised: AdvertisedSource | None = None,
+    steps: StepsSource | None = None,
 ) -> dict[str, Any]:
     """The overview of one cluster as of ``history.as_of``, as ``redactor``'s user may see it.
 
@@ -153,8 +154,10 @@ def overview(
     ``devices`` its ``devices_by_model``; ``waiting`` its waiting Pods already judged (see
     ``group_waiting``), else ``waiting_verdicts`` their stored verdicts (see ``waiting_pods``);
     ``allocations`` where the chart's allocations come from (``capacity.Allocations``; from
-    history by default); ``advertised`` the devices advertised over time (``capacity.AdvertisedSource``;
-    counted from the slices by default). Given all of them, no Pod, claim or slice of the state is read here.
+    history by default), or ``steps`` the devices they held over time (``capacity.StepsSource``; counted
+    from those allocations by default); ``advertised`` the devices advertised over time
+    (``capacity.AdvertisedSource``; counted from the slices by default). Given all of them, no Pod,
+    claim or slice of the state is read here.
     """
     leaks = leaks if leaks is not None else find_leaks(history, thresholds)
     audit_doc = audit_doc if audit_doc is not None else audit(history)
@@ -168,7 +171,7 @@ def overview(
         ),
         "flagged": flagged_summary(redactor.leaks(leaks)),
         "warnings": warnings_by_kind(redactor.audit(audit_doc)),
-        "series": allocation_series(history, history.as_of - CHART_SPAN, allocations, advertised),
+        "series": allocation_series(history, history.as_of - CHART_SPAN, allocations, advertised, steps),
         "series_since": rfc3339(history.as_of - CHART_SPAN),
     }
 
