@@ -6,8 +6,7 @@ times or so: most of that read's time. PostgreSQL counts them where they are sto
 the changes (``capacity.AllocatedSteps``).
 
 It counts as ``capacity.allocated_steps`` does when every allocation holds its device whole: a device
-counts once however many spans hold it at a time. The count after every span starting or ending at a
-time does not depend on their order, so the spans can be netted per device and time first. When the
+counts once however many spans hold it at a time (the query's comment says how). When the
 snapshot's inventory has a device a claim may hold part of, the fractions need the claims (decoded
 in Python), and the caller counts the pieces instead (None here); SQLite (the embedded default) too.
 tests/test_allocated_steps.py checks both ways give the same steps.
