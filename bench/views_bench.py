@@ -217,6 +217,36 @@ def http(client: Any) -> Fetch:
     return get
 
 
+CHANGED_ROWS = 16  # two nodes' GPUs: the rows a slice change on two nodes writes
+
+
+class SnapshotFirst:
+    """A Fetch whose every request is a snapshot's first in a process that has read the cluster's
+    devices before: ``prepare`` (untimed) reads them if this process has not, empties the history
+    cache, and with ``changed`` forgets that many device rows as read, so that the request decodes
+    them again and judges them afresh, as after a slice change that wrote them (their new rows would
+    be read the same way: by key, the unchanged devices carried with what was learnt of them)."""
+
+    def __init__(self, fetch: Fetch, cluster: str, changed: int) -> None:
+        self.fetch, self.cluster, self.changed = fetch, cluster, changed
+
+    def prepare(self, target: str) -> None:
+        from collector import recent_history as reading
+        from collector.models import Cluster
+        from derived import match_stock
+
+        pk = Cluster.objects.get(name=self.cluster).pk
+        if pk not in match_stock._LAST:
+            self.fetch(target)
+        reading._recent.clear()
+        last = match_stock._LAST.get(pk)  # none when the layer does not cover the snapshot (no --derive)
+        for row in sorted(last.rows)[: self.changed] if last is not None else ():
+            last.rows[row] = "changed"
+
+    def __call__(self, target: str) -> tuple[int, int]:
+        return self.fetch(target)
+
+
 def explain_cli(cluster: str) -> Fetch:
     from django.core.management import call_command
 
@@ -273,6 +303,13 @@ def endpoints(cluster: str, picked: dict[str, list[Any]], member_claims: list[st
         ("device page", admin, [reverse("device", args=[c, *d]) for d in picked["devices"]], iterations),
         ("match-devices (api, all devices)", admin,
          [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"], heavy),
+        # The same answer for a process that has read the cluster's devices before (the row above): a new
+        # snapshot whose device rows are the same, and one after a slice change rewrote two nodes' rows.
+        # Each request, the repeats too, is a snapshot's first (``SnapshotFirst``).
+        ("match-devices (api, all devices, a snapshot's first request)", SnapshotFirst(admin, c, 0),
+         [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"], heavy),
+        ("match-devices (api, all devices, after a slice change)", SnapshotFirst(admin, c, CHANGED_ROWS),
+         [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"], heavy),
         ("match-devices (api, a page of 500)", admin,
          [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}&limit=500"], heavy),
         ("selector playground (a page of 1,000 devices)", admin,
@@ -316,6 +353,9 @@ def _measure(fetch: Fetch, name: str, targets: list[str], iterations: int, timeo
         return execute(sql, params, many, context)
 
     reading._recent.clear()  # cold: this endpoint pays for loading the snapshot's history
+    prepare = getattr(fetch, "prepare", None)  # untimed, before each request (``SnapshotFirst``)
+    if prepare is not None:
+        prepare(targets[0])
     # An execute wrapper, not CaptureQueriesContext: request_started resets the query log mid-capture.
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
@@ -329,6 +369,8 @@ def _measure(fetch: Fetch, name: str, targets: list[str], iterations: int, timeo
     # Requests slower than the timeout are reported as such rather than awaited for hours.
     for i in range(iterations if cold < timeout / 2 else 0):
         target = targets[i % len(targets)]
+        if prepare is not None:
+            prepare(target)
         signal.alarm(timeout)
         start = time.perf_counter()
         status, size = fetch(target)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
 
+import orjson
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -169,7 +170,13 @@ def api_match_devices(request: HttpRequest) -> HttpResponse:
     except LookupError as exc:
         return _error(404, str(exc))
     # Devices other teams' claims hold are unavailable, but whose they are is not said.
-    return JsonResponse(redactor_of(request.user, history).matches(found))
+    return _large_json(redactor_of(request.user, history).matches(found))
+
+
+def _large_json(doc: dict[str, Any]) -> HttpResponse:
+    """``JsonResponse`` for an answer of thousands of entries (match-devices over every device: 6.5 MB at
+    5,000 nodes), encoded by orjson: the standard library's encoder took ~100 ms of such a request."""
+    return HttpResponse(orjson.dumps(doc), content_type="application/json")
 
 
 @with_history

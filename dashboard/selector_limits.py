@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
+from collector.gcpause import gc_paused
 from collector.history_reader import StoredHistory
 from derived.match_stock import stored_page, stored_stock
 from domain.allocator.device_stock import InventoryStock, page_of
@@ -32,9 +33,12 @@ def forbid_database() -> None:
 def match_devices_typed(history: StoredHistory, expression: str, class_name: str | None) -> dict[str, Any]:
     """``match_devices`` of a selector from the playground, the API or the command, within the limits:
     over the derived layer's device rows when it covers the snapshot, else over the state's inventory."""
-    return match_devices_within_limits(
-        history.state, expression, class_name, selector_limits(), forbid_database, stored_stock(history)
-    )
+    # Tens of thousands of acyclic entries and verdicts: the cyclic collector would rescan the
+    # process's heap several times over for nothing (~0.1 s of a 5,000-node answer).
+    with gc_paused():
+        return match_devices_within_limits(
+            history.state, expression, class_name, selector_limits(), forbid_database, stored_stock(history)
+        )
 
 
 def match_devices_page(

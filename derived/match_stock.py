@@ -6,12 +6,15 @@ the ``AllocationSpan`` rows valid at the asked time, and what cannot be allocate
 whole from the ``InventoryUsage`` document. No slice, claim or counter set is decoded; only a device
 without a node of its own reads the cluster's Nodes, to say where it is reachable from. A process keeps
 each cluster's devices read last: the next snapshot with the same rows decodes none, and one whose
-slices changed decodes only the rows written since (a device's row is new when the device changed). The CEL
-evaluation is the same; the answer is the same as from the state's ``Inventory`` (tests compare them).
+slices changed decodes only the rows written since (a device's row is new when the device changed), and its
+selector cache carries what was learnt of the other devices (verdicts, entries, grouped values:
+``SelectorCache.carried``), so only the changed devices are judged again. The CEL evaluation is the same;
+the answer is the same as from the state's ``Inventory`` (tests compare them).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +32,7 @@ from domain.cluster.state import ClusterState
 from domain.inventory.devices import AdvertisedDevice, DeviceId, NodeInfo, cluster_nodes
 
 BATCH = 2000
+SORTED_AGAIN = 1000  # more changed devices than this, and the list is sorted again rather than patched
 KEY = ("driver", "pool", "device")  # the devices' order, as the inventory lists them
 
 
@@ -157,17 +161,23 @@ class _Decoded:
 _LAST: dict[int, _Decoded] = {}
 
 
+def _device_id(device: AdvertisedDevice) -> DeviceId:
+    return device.id
+
+
 def _devices(history: StoredHistory) -> tuple[list[AdvertisedDevice], SelectorCache]:
     rows = devices_at(history)
     cluster_pk = history.cluster.pk
-    keys = dict(rows.values_list("pk", "content_hash").iterator(BATCH))
+    # In one fetch, not a server-side cursor of 20 round trips: 40,000 short rows (~2 MB).
+    keys = dict(rows.values_list("pk", "content_hash"))
     last = _LAST.get(cluster_pk)
     if last is not None and keys == last.rows:
         return last.devices, last.selectors
-    known, digests = (last.by_row, last.rows) if last is not None else ({}, {})
-    by_row = {pk: known[pk] for pk, digest in keys.items() if digests.get(pk) == digest}
-    kept = {device.id for device in by_row.values()}
-    new = sorted(pk for pk in keys if pk not in by_row)
+    by_row = dict(last.by_row) if last is not None else {}
+    # The rows read last that are not among these (a device changed or no longer advertised): C-level
+    # set operations on 40,000 pairs, then Python only for the few that differ.
+    gone = [by_row.pop(pk) for pk, _ in (last.rows.items() - keys.items() if last is not None else ())]
+    new = sorted(keys.keys() - by_row.keys())
     # A few changed rows by key; most of them (a process's first request) in one pass over the rows.
     chunks = (
         [rows]
@@ -177,9 +187,17 @@ def _devices(history: StoredHistory) -> tuple[list[AdvertisedDevice], SelectorCa
     for chunk in chunks:
         read = chunk.values_list("pk", "driver", "pool", "device", "document")
         for pk, driver, pool, name, document in read.iterator(BATCH):
-            if pk not in by_row:
+            if pk in keys and pk not in by_row:
                 by_row[pk] = advertised_device(driver, pool, name, orjson.loads(document))
-    devices = sorted(by_row.values(), key=lambda d: d.id)  # as the inventory lists them: by (driver, pool, name)
-    selectors = last.selectors.carried(kept) if last is not None else SelectorCache()
+    if last is not None and len(gone) + len(new) <= SORTED_AGAIN:
+        # A few devices changed: the last list keeps its order, without them, and they go in their places.
+        devices = list(last.devices)
+        for device in gone:
+            del devices[bisect.bisect_left(devices, device.id, key=_device_id)]
+        for pk in new:
+            bisect.insort(devices, by_row[pk], key=_device_id)
+    else:
+        devices = sorted(by_row.values(), key=_device_id)  # as the inventory lists them: by (driver, pool, name)
+    selectors = last.selectors.carried({device.id for device in gone}) if last is not None else SelectorCache()
     decoded = _LAST[cluster_pk] = _Decoded(keys, by_row, devices, selectors)
     return decoded.devices, decoded.selectors

@@ -206,3 +206,43 @@ def test_lists_qualified_names_and_int_capacities_read_as_converted() -> None:
     assert cache.evaluate(f"{CAP}.memory == quantity('42')", devices[3])[1] == "capacity memory: not a string: True"
     # The first three are seen to convert from their raw values; the bool capacity needs the real conversion.
     assert [outline(DRIVER, d.entry).converted is None for d in devices] == [True, True, True, False]
+
+
+def test_why_not_groups_count_each_spelling_and_keep_types_apart() -> None:
+    """The why-not sentence counts devices by the values a selector reads: 1 and true read alike in
+    the grouping key but are spelt apart, and the spelling most devices use is the one shown, whichever
+    was seen first. Asked again through the selector cache's memo, the sentence is the same."""
+    from domain.allocator.device_checks import fail_phrases
+
+    def check(index: int, mig: Any) -> DeviceCheck:
+        attributes = {"mig": mig, "productName": {"string": "NVIDIA H100 80GB HBM3"}}
+        return DeviceCheck(_device(index, attributes), SELECTOR_FALSE, expr)
+
+    expr = f"has({GPU}.mig) && {GPU}.productName == 'none'"
+    checks = [check(0, {"bool": True}), *(check(i, {"int": 1}) for i in range(1, 4)), check(4, {"string": ["x"]})]
+    expected = [
+        "4 have mig 1 and productName 'NVIDIA H100 80GB HBM3' and 1 has mig ['x'] and productName "
+        f"'NVIDIA H100 80GB HBM3', which the request selector `{expr}` rejects"
+    ]
+    assert fail_phrases(checks, "request", len(checks)) == expected
+    cache = SelectorCache()
+    assert fail_phrases(checks, "request", len(checks), cache.memo) == expected
+    assert fail_phrases(checks, "request", len(checks), cache.memo) == expected  # from the memo
+
+
+def test_the_selector_cache_keeps_the_memos_asked_most_recently() -> None:
+    from domain.allocator.device_checks import MEMOS
+
+    cache = SelectorCache()
+    first = cache.memo("first")
+    first[(DRIVER, "pool", "gpu-0")] = "kept"
+    for i in range(MEMOS - 1):
+        cache.memo(i)
+    assert cache.memo("first") is first  # asked again: now the most recent
+    cache.memo("one more")
+    assert cache.memo("first") is first
+    assert cache.memo(0) == {}  # the least recently asked was dropped, then asked afresh
+    device = _device(0, {})
+    carried = cache.carried(set())
+    assert carried.memo("first") == {device.id: "kept"}
+    assert cache.carried({device.id}).memo("first") == {}

@@ -33,6 +33,7 @@ from domain.inventory.devices import AdvertisedDevice, DeviceId, Inventory
 # --- selectors over devices ------------------------------------------------------------------------
 
 T = TypeVar("T")
+Memos = Callable[[Hashable], dict[DeviceId, Any]]  # SelectorCache.memo
 
 MATCH = "match"
 CLASS_FALSE = "class-selector-false"
@@ -62,6 +63,24 @@ class Verdict(NamedTuple):
     from_class: bool = False
 
 
+V = TypeVar("V")
+
+
+def _without(known: dict[DeviceId, V], gone: set[DeviceId]) -> dict[DeviceId, V]:
+    """``known`` without the devices in ``gone``: copied whole, then the few gone removed (a slice
+    change changes a few of 40,000 devices; a comprehension would visit each in Python)."""
+    fresh = dict(known)
+    for device_id in gone:
+        fresh.pop(device_id, None)
+    return fresh
+
+
+# The memos a selector cache keeps, the least recently asked dropped first: 40,000 devices' entries of
+# one expression weigh ~20 MB (its verdicts, refusals and grouped values), so about the last four
+# expressions asked of a cluster are carried over slice changes.
+MEMOS = 12
+
+
 class SelectorCache:
     """Compiled selectors and CEL devices, built once per analysis."""
 
@@ -77,17 +96,26 @@ class SelectorCache:
         # snapshot): the answers, not only the projections, are the snapshot's.
         self._verdicts: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[Sequence[AdvertisedDevice], list[Verdict]]]
         self._verdicts = {}
+        # What is known of each device by its id, per question (``memo``): carried to the next snapshot's
+        # cache while the device is unchanged, so that after a slice change only the changed devices are
+        # asked again. And per selector set, the verdict of each projection (devices alike in what the
+        # selectors read answer alike, whichever snapshot they are in).
+        self._memos: dict[Hashable, dict[DeviceId, Any]] = {}
+        self._groups: dict[tuple[tuple[str, ...], tuple[str, ...]], dict[Hashable, Verdict]] = {}
         # What follows from those verdicts alone (match-devices' why-not sentences), kept beside them.
         self._after: dict[Hashable, tuple[Sequence[AdvertisedDevice], Any]] = {}
 
-    def carried(self, kept: set[DeviceId]) -> SelectorCache:
-        """A cache for a new list of devices of which those in ``kept`` are unchanged: what was learnt of
-        each of them (its CEL device, its outline, each selector's answer) goes along; nothing else does."""
+    def carried(self, gone: set[DeviceId]) -> SelectorCache:
+        """A cache for the next list of devices, in which those in ``gone`` changed or are no longer
+        listed: what was learnt of each of the others (its CEL device, its outline, each selector's
+        answer, the memos) goes along; nothing else does."""
         fresh = SelectorCache()
-        fresh._devices = {k: v for k, v in self._devices.items() if k in kept}
-        fresh._outlines = {k: v for k, v in self._outlines.items() if k in kept}
+        fresh._devices = _without(self._devices, gone)
+        fresh._outlines = _without(self._outlines, gone)
         fresh._compiled = dict(self._compiled)
-        fresh._results = {k: v for k, v in self._results.items() if k[1] in kept}
+        fresh._results = {k: v for k, v in self._results.items() if k[1] not in gone}
+        fresh._memos = {what: _without(known, gone) for what, known in self._memos.items()}
+        fresh._groups = self._groups  # what a projection answers does not depend on the devices listed
         return fresh
 
     def device(self, device: AdvertisedDevice) -> Device:
@@ -138,6 +166,11 @@ class SelectorCache:
         asked = (tuple(class_exprs), tuple(request_exprs))
         known = self._verdicts.get(asked)
         if known is not None and known[0] is devices:
+            # In use: its memo becomes the most recent (filled again if it had been dropped), as the
+            # next snapshot's first answer needs it most.
+            by_device = self.memo(("verdict", asked))
+            if len(by_device) < len(devices):
+                by_device.update(zip([d.id for d in devices], known[1], strict=True))
             return known[1]
         refs: list[Ref] = []
         for expr in (*class_exprs, *request_exprs):
@@ -145,18 +178,38 @@ class SelectorCache:
             if own is None:
                 return [_verdict(check_device(self, d, class_exprs, request_exprs)) for d in devices]
             refs += [r for r in own if r not in refs]
-        keys = projection_keys(self._outlines_of(devices), tuple(refs))
-        groups: dict[Hashable, Verdict] = {}
-        found = []
-        for device, key in zip(devices, keys, strict=True):
-            verdict = groups.get(key)
-            if verdict is None:
-                verdict = groups[key] = _verdict(check_device(self, device, class_exprs, request_exprs))
-            found.append(verdict)
         if len(self._verdicts) >= 64:  # one per expression asked of the snapshot: bounded all the same
             self._verdicts.clear()
+            self._groups.clear()
+        # Each device's verdict is kept by its id, and carried to the next snapshot's cache while the
+        # device is unchanged: after a slice change only the changed devices are projected.
+        by_device = self.memo(("verdict", asked))
+        fresh = [d for d in devices if d.id not in by_device]
+        if fresh:
+            groups = self._groups.setdefault(asked, {})
+            outlines = self._outlines_of(devices) if len(fresh) == len(devices) else None
+            if outlines is None:
+                outlines = [self._outline(d, d.id) for d in fresh]
+            for device, key in zip(fresh, projection_keys(outlines, tuple(refs)), strict=True):
+                verdict = groups.get(key)
+                if verdict is None:
+                    verdict = groups[key] = _verdict(check_device(self, device, class_exprs, request_exprs))
+                by_device[device.id] = verdict
+        found = [by_device[d.id] for d in devices]
         self._verdicts[asked] = (devices, found)  # the list is held, so ``is`` cannot match another
         return found
+
+    def memo(self, what: Hashable) -> dict[DeviceId, Any]:
+        """What the caller learns of each device for ``what`` (a question naming everything its answer
+        depends on besides the device), by device id: the caller fills it. It goes to the next
+        snapshot's cache for the devices that did not change (``carried``)."""
+        known = self._memos.pop(what, None)
+        if known is None:
+            known = {}
+            if len(self._memos) >= MEMOS:
+                del self._memos[next(iter(self._memos))]  # the one asked least recently
+        self._memos[what] = known  # last in the order: asked most recently
+        return known
 
     def kept(self, devices: Sequence[AdvertisedDevice], key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()`` of what ``devices``' verdicts alone decide, once per ``key`` and list of devices."""
@@ -318,35 +371,56 @@ def _quantity_key(value: str) -> Any:
 
 def _value_of(device: AdvertisedDevice, ref: tuple[str, str, str]) -> tuple[Any, str]:
     """(grouping key, how to show it) for one reference."""
+    return _shown(ref, _raw_of(device, ref))
+
+
+def _raw_of(device: AdvertisedDevice, ref: tuple[str, str, str]) -> Any:
     kind, domain, name = ref
     if kind == "driver":
-        return device.driver, f"driver {device.driver}"
+        return device.driver
     if kind == "capacity":
-        raw = device.capacity_value(name, domain)
-        if raw is None:
-            return None, f"no {name}"
-        return _quantity_key(raw), f"{name} {raw}"
+        return device.capacity_value(name, domain)
     value = device.attribute(name, domain)
-    if value is None:
+    # A malformed attribute (a list where a scalar belongs) is grouped by its text: it cannot be hashed.
+    return str(value) if isinstance(value, (list, dict)) else value
+
+
+def _shown(ref: tuple[str, str, str], raw: Any) -> tuple[Any, str]:
+    kind, _, name = ref
+    if kind == "driver":
+        return raw, f"driver {raw}"
+    if raw is None:
         return None, f"no {name}"
-    shown = f"'{value}'" if isinstance(value, str) and " " in value else str(value)
-    return value, f"{name} {shown}"
+    if kind == "capacity":
+        return _quantity_key(raw), f"{name} {raw}"
+    shown = f"'{raw}'" if isinstance(raw, str) and " " in raw else str(raw)
+    return raw, f"{name} {shown}"
 
 
-def _group_phrase(checks: list[DeviceCheck], expr: str, total: int) -> str:
+def _group_phrase(checks: list[DeviceCheck], expr: str, total: int, memos: Memos | None = None) -> str:
     """E.g. "all 8 have memory 40Gi" or "3 have memory 80Gi and 1 has memory 24Gi"."""
     refs = selector_references(expr)
     if len({c.device.driver for c in checks}) == 1:
         refs = [r for r in refs if r[0] != "driver"]  # the same for every device: says nothing
-    shown_as: dict[tuple[Any, ...], Counter[str]] = {}
+    # Thousands of devices read a few values: counted by the values as stored (with their types, so
+    # that 1 and true stay apart), then each distinct one keyed and spelt once, in first-seen order.
+    known = memos(("values", tuple(refs))) if memos is not None else {}
+    raws: Counter[tuple[tuple[type, Any], ...]] = Counter()
     for check in checks:
-        pairs = [_value_of(check.device, r) for r in refs]
+        device = check.device
+        values = known.get(device.id)
+        if values is None:
+            values = known[device.id] = tuple([(type(raw), raw) for raw in [_raw_of(device, r) for r in refs]])
+        raws[values] += 1
+    shown_as: dict[tuple[Any, ...], Counter[str]] = {}
+    for values, n in raws.items():
+        pairs = [_shown(r, raw) for r, (_, raw) in zip(refs, values, strict=True)]
         key = tuple([k for k, _ in pairs])
         # 80Gi and 81920Mi group together; show the spelling most devices use
         spellings = shown_as.get(key)
         if spellings is None:
             spellings = shown_as[key] = Counter()
-        spellings[" and ".join([s for _, s in pairs])] += 1
+        spellings[" and ".join([s for _, s in pairs])] += n
     counts = Counter({key: spellings.total() for key, spellings in shown_as.items()})  # first seen first
     ranked = counts.most_common()
     phrases = []
@@ -388,11 +462,13 @@ def summarize_checks(checks: list[DeviceCheck], class_name: str, drivers: set[st
     return ", ".join(parts)
 
 
-def fail_phrases(failed: list[DeviceCheck], whose: str, total: int) -> list[str]:
+def fail_phrases(failed: list[DeviceCheck], whose: str, total: int, memos: Memos | None = None) -> list[str]:
+    """One sentence per selector that said no, grouping its devices by the values it reads; ``memos``
+    (``SelectorCache.memo``) keeps each device's values for the next asking."""
     by_expr: dict[str, list[DeviceCheck]] = {}
     for check in failed:
         by_expr.setdefault(check.expression or "", []).append(check)
     return [
-        f"{_group_phrase(group, expr, total)}, which the {whose} selector `{expr}` rejects"
+        f"{_group_phrase(group, expr, total, memos)}, which the {whose} selector `{expr}` rejects"
         for expr, group in by_expr.items()
     ]

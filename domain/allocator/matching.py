@@ -33,7 +33,9 @@ from domain.allocator.device_checks import (
     MATCH,
     SELECTOR_FALSE,
     DeviceCheck,
+    Memos,
     SelectorCache,
+    Verdict,
     fail_phrases,
     summarize_checks,
 )
@@ -102,38 +104,74 @@ def match_devices(
     stock = stock or InventoryStock(Inventory.of(state))
     devices = stock.devices
     verdicts = stock.selectors.verdicts(devices, class_exprs, (expression,))
-    matched, errors, rejected = [], [], []
-    failed: list[DeviceCheck] = []
+    matched = []
+    # A device on a node of its own has the same entry while it is available, in this answer and the
+    # next snapshot's: kept by the selector cache (shared between answers, so never changed in place).
+    places = stock.selectors.memo(("matched",))
     for device, verdict in zip(devices, verdicts, strict=True):
         if verdict.outcome == MATCH:
-            node = device.reach.node_name
-            if node is None:
-                nodes = stock.nodes_of(device)
-                node = nodes[0] if len(nodes) == 1 else None
-            entry: dict[str, Any] = {"driver": device.driver, "pool": device.pool, "device": device.name, "node": node}
+            entry: dict[str, Any] | None = places.get(device.id)
+            if entry is None:
+                node = device.reach.node_name
+                if node is None:  # where it is reachable from depends on the Nodes: asked each time
+                    nodes = stock.nodes_of(device)
+                    node = nodes[0] if len(nodes) == 1 else None
+                entry = {"driver": device.driver, "pool": device.pool, "device": device.name, "node": node}
+                if device.reach.node_name is not None:
+                    places[device.id] = entry
             holder = stock.holder_label(device.id)
             if holder is not None and not device.shareable:
-                entry |= {"available": False, "unavailable": f"allocated to {holder}"}
+                entry = {**entry, "available": False, "unavailable": f"allocated to {holder}"}
             else:
                 shortage = stock.unavailable(device)
                 if shortage is not None:
-                    entry |= {"available": False, "unavailable": shortage}
+                    entry = {**entry, "available": False, "unavailable": shortage}
             matched.append(entry)  # an available device's entry keeps the shape it always had
-        elif verdict.outcome == ERROR:
-            where = "class selector" if verdict.from_class else "expression"
-            errors.append({"device": device.label, "error": f"{where}: {verdict.error}"})
+    # The errors, rejections and why-not sentences follow from the verdicts alone: asked again of the
+    # same devices (a new snapshot whose slices did not change) they are the lists of the last answer,
+    # shared, so no reader may change them. Only the matched entries name holders, which move.
+    errors, rejected, why_not = stock.selectors.kept(
+        devices,
+        ("refusals", class_name, class_exprs, expression),
+        lambda: _refusals(stock.selectors, devices, verdicts, (class_name, class_exprs, expression)),
+    )
+    return {"total": len(devices), "matched": matched, "errors": errors, "rejected": rejected, "why_not": why_not}
+
+
+def _refusals(
+    selectors: SelectorCache,
+    devices: Sequence[AdvertisedDevice],
+    verdicts: Sequence[Verdict],
+    asked: tuple[str | None, tuple[str, ...], str],
+) -> tuple[list[dict[str, str]], list[dict[str, str]], list[str]]:
+    """match-devices' ``errors``, ``rejected`` and ``why_not`` of the devices its selectors did not match
+    (``asked``: the class and its selectors, and the expression). Each device's entry is kept in the
+    selector cache, so after a slice change only the changed devices' are written again."""
+    known = selectors.memo(("refusal", *asked))
+    errors, rejected = [], []
+    failed: list[DeviceCheck] = []
+    for device, verdict in zip(devices, verdicts, strict=True):
+        if verdict.outcome == MATCH:
+            continue
+        said = known.get(device.id)
+        if said is None:  # all of them the first time; after a slice change, the changed ones
+            said = known[device.id] = _refusal(device, verdict, asked[0])
+        if verdict.outcome == ERROR:
+            errors.append(said[0])
         else:
-            failed.append(DeviceCheck(device, *verdict))
-            whose = f"DeviceClass {class_name} selector" if verdict.from_class else "expression"
-            rejected.append({"device": device.label, "why": f"the {whose} `{verdict.expression}` is false"})
-    return {
-        "total": len(devices),
-        "matched": matched,
-        "errors": errors,
-        "rejected": rejected,
-        # Asked again of the same devices, the sentences are the same: grouping 40,000 failures costs.
-        "why_not": list(stock.selectors.kept(devices, ("why_not", class_exprs, expression), lambda: _why_not(failed))),
-    }
+            rejected.append(said[0])
+            failed.append(said[1])
+    return errors, rejected, _why_not(failed, selectors.memo)
+
+
+def _refusal(device: AdvertisedDevice, verdict: Verdict, class_name: str | None) -> tuple[dict[str, str], DeviceCheck]:
+    """A device's entry in ``errors`` or ``rejected``, and its check for the why-not sentences."""
+    if verdict.outcome == ERROR:
+        where = "class selector" if verdict.from_class else "expression"
+        return {"device": device.label, "error": f"{where}: {verdict.error}"}, DeviceCheck(device, *verdict)
+    whose = f"DeviceClass {class_name} selector" if verdict.from_class else "expression"
+    why = f"the {whose} `{verdict.expression}` is false"
+    return {"device": device.label, "why": why}, DeviceCheck(device, *verdict)
 
 
 def class_matches(state: ClusterState) -> dict[str, dict[str, int]]:
@@ -150,7 +188,7 @@ def class_matches(state: ClusterState) -> dict[str, dict[str, int]]:
     return dict(sorted(counts.items()))
 
 
-def _why_not(failed: list[DeviceCheck]) -> list[str]:
+def _why_not(failed: list[DeviceCheck], memos: Memos | None = None) -> list[str]:
     """One sentence per failing selector, grouped by the values it reads ("all 16 have memory 40Gi")."""
     by_class = [c for c in failed if c.from_class]
     by_request = [c for c in failed if not c.from_class]
@@ -158,7 +196,7 @@ def _why_not(failed: list[DeviceCheck]) -> list[str]:
         phrase
         for whose, group in (("class", by_class), ("request", by_request))
         if group
-        for phrase in fail_phrases(group, whose, len(group))
+        for phrase in fail_phrases(group, whose, len(group), memos)
     ]
 
 

@@ -7,6 +7,7 @@ driver is replacing, so the scheduler ignores them and so do we.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -145,11 +146,14 @@ class AdvertisedDevice:
         """Where the allocator meets the device in its search: by pool, slice name, place in the slice."""
         return (self.driver, self.pool, self.slice_name, self.slice_index)
 
-    @property
+    # Cached: match-devices and every simulation ask each of 40,000 devices its id several times.
+    # The cache lives in the instance's __dict__, not among the fields: equality, hashing and
+    # dataclasses.replace see only the fields.
+    @functools.cached_property
     def id(self) -> DeviceId:
         return (self.driver, self.pool, self.name)
 
-    @property
+    @functools.cached_property
     def label(self) -> str:
         return device_label(self.id)
 
