@@ -76,8 +76,8 @@ def _without(known: dict[DeviceId, V], gone: set[DeviceId]) -> dict[DeviceId, V]
 
 
 # The memos a selector cache keeps, the least recently asked dropped first: 40,000 devices' entries of
-# one expression weigh ~20 MB (its verdicts, refusals and grouped values), so about the last four
-# expressions asked of a cluster are carried over slice changes.
+# one expression weigh ~20 MB (its verdicts, refusals and grouped values), and one answer asks four or
+# five memos, so about the last three expressions asked of a cluster are carried over slice changes.
 MEMOS = 12
 
 
@@ -187,8 +187,9 @@ class SelectorCache:
         fresh = [d for d in devices if d.id not in by_device]
         if fresh:
             groups = self._groups.setdefault(asked, {})
-            outlines = self._outlines_of(devices) if len(fresh) == len(devices) else None
-            if outlines is None:
+            if len(fresh) == len(devices):
+                outlines = self._outlines_of(devices)
+            else:
                 outlines = [self._outline(d, d.id) for d in fresh]
             for device, key in zip(fresh, projection_keys(outlines, tuple(refs)), strict=True):
                 verdict = groups.get(key)
@@ -369,11 +370,6 @@ def _quantity_key(value: str) -> Any:
         return value
 
 
-def _value_of(device: AdvertisedDevice, ref: tuple[str, str, str]) -> tuple[Any, str]:
-    """(grouping key, how to show it) for one reference."""
-    return _shown(ref, _raw_of(device, ref))
-
-
 def _raw_of(device: AdvertisedDevice, ref: tuple[str, str, str]) -> Any:
     kind, domain, name = ref
     if kind == "driver":
@@ -386,6 +382,7 @@ def _raw_of(device: AdvertisedDevice, ref: tuple[str, str, str]) -> Any:
 
 
 def _shown(ref: tuple[str, str, str], raw: Any) -> tuple[Any, str]:
+    """(grouping key, how to show it) of one reference's value as ``_raw_of`` read it."""
     kind, _, name = ref
     if kind == "driver":
         return raw, f"driver {raw}"
