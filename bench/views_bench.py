@@ -218,30 +218,43 @@ def http(client: Any) -> Fetch:
 
 
 CHANGED_ROWS = 16  # two nodes' GPUs: the rows a slice change on two nodes writes
+CHANGED_SPANS = 16  # the spans of 16 one-GPU claims allocated or released
 
 
 class SnapshotFirst:
     """A Fetch whose every request is a snapshot's first in a process that has read the cluster's
     devices before: ``prepare`` (untimed) reads them if this process has not, empties the history
-    cache, and with ``changed`` forgets that many device rows as read, so that the request decodes
-    them again and judges them afresh, as after a slice change that wrote them (their new rows would
-    be read the same way: by key, the unchanged devices carried with what was learnt of them)."""
+    cache, and rewrites ``devices`` device rows and ``spans`` held allocation spans as the derivation
+    writes a change: the same content in new rows (a changed device's or claim's row is closed and a new
+    one written; here the old one is deleted, so the history stays the one built). The request then
+    decodes those devices and judges them afresh, and chooses those devices' holders again, as after a
+    slice change (and claims allocated or released) on two nodes; the rest is carried from the last
+    answer. The rewritten rows are the oldest, so each request rewrites others."""
 
-    def __init__(self, fetch: Fetch, cluster: str, changed: int) -> None:
-        self.fetch, self.cluster, self.changed = fetch, cluster, changed
+    def __init__(self, fetch: Fetch, cluster: str, devices: int, spans: int = 0) -> None:
+        self.fetch, self.cluster, self.devices, self.spans = fetch, cluster, devices, spans
 
     def prepare(self, target: str) -> None:
+        from django.db import transaction
+
         from collector import recent_history as reading
         from collector.models import Cluster
         from derived import match_stock
+        from derived.models import AllocationSpan, InventoryDevice
 
         pk = Cluster.objects.get(name=self.cluster).pk
         if pk not in match_stock._LAST:
             self.fetch(target)
         reading._recent.clear()
-        last = match_stock._LAST.get(pk)  # none when the layer does not cover the snapshot (no --derive)
-        for row in sorted(last.rows)[: self.changed] if last is not None else ():
-            last.rows[row] = "changed"
+        open_rows = [(InventoryDevice, self.devices, {"valid_to__isnull": True}),
+                     (AllocationSpan, self.spans, {"end__isnull": True})]
+        with transaction.atomic():
+            for model, count, still_open in open_rows:
+                rows = list(model.objects.filter(cluster_id=pk, **still_open).order_by("pk")[:count])
+                model.objects.filter(pk__in=[row.pk for row in rows]).delete()
+                for row in rows:
+                    row.pk = None
+                model.objects.bulk_create(rows)
 
     def __call__(self, target: str) -> tuple[int, int]:
         return self.fetch(target)
@@ -304,11 +317,15 @@ def endpoints(cluster: str, picked: dict[str, list[Any]], member_claims: list[st
         ("match-devices (api, all devices)", admin,
          [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"], heavy),
         # The same answer for a process that has read the cluster's devices before (the row above): a new
-        # snapshot whose device rows are the same, and one after a slice change rewrote two nodes' rows.
+        # snapshot whose device rows are the same, one after a slice change rewrote two nodes' rows, and
+        # one after that and 16 claims' spans.
         # Each request, the repeats too, is a snapshot's first (``SnapshotFirst``).
         ("match-devices (api, all devices, a snapshot's first request)", SnapshotFirst(admin, c, 0),
          [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"], heavy),
         ("match-devices (api, all devices, after a slice change)", SnapshotFirst(admin, c, CHANGED_ROWS),
+         [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"], heavy),
+        ("match-devices (api, all devices, after slices and claims change)",
+         SnapshotFirst(admin, c, CHANGED_ROWS, CHANGED_SPANS),
          [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}"], heavy),
         ("match-devices (api, a page of 500)", admin,
          [f"/api/match-devices?cluster={c}&class=gpu.nvidia.com&expression={MATCH_EXPRESSION}&limit=500"], heavy),

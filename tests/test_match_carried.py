@@ -45,6 +45,7 @@ EXPRESSIONS = (
     "device.capacity['gpu.nvidia.com'].slots.compareTo(quantity('2')) >= 0",
 )
 PROBE = "device.attributes['gpu.nvidia.com'].architecture == 'Hopper'"  # asked last in each snapshot
+NAMESPACES = ("team-a", "team-b")
 MODELS = (("NVIDIA A100-SXM4-40GB", "40Gi"), ("NVIDIA H100 80GB HBM3", "80Gi"), ("NVIDIA H100 80GB HBM3", "81920Mi"))
 
 
@@ -57,7 +58,9 @@ def _device(rng: random.Random, node: str, index: int) -> dict[str, Any]:
     )
 
 
-def _cluster(slices: dict[str, list[dict[str, Any]]], fabric_node: str) -> list[dict[str, Any]]:
+def _cluster(
+    slices: dict[str, list[dict[str, Any]]], fabric_node: str, claims: dict[tuple[str, str], tuple[str, str]]
+) -> list[dict[str, Any]]:
     created = T0 - timedelta(days=30)
     objects = [b.device_class(selectors=CLASS_SELECTORS, created=created)]
     # Two classes alike but for their names, which their refusals say.
@@ -70,7 +73,28 @@ def _cluster(slices: dict[str, list[dict[str, Any]]], fabric_node: str) -> list[
     # snapshots while its slice stays: its entry names the one node it is reachable from each time.
     fabric = b.gpu_device("shared-0", node="any")
     objects.append(b.resource_slice(None, [fabric], pool="fabric", node_selector={FABRIC: "yes"}, created=created))
+    for (namespace, name), (node, device) in claims.items():
+        objects.append(
+            b.claim(
+                namespace, name, [b.request()], created, allocated=[("gpu", node, device)], uid=f"{namespace}-{name}"
+            )
+        )
     return objects
+
+
+def _hold(rng: random.Random, slices: dict[str, list[dict[str, Any]]], claims: dict[Any, tuple[str, str]]) -> None:
+    """Allocate a claim or two (now and then on a device another claim holds: the first by namespace and
+    name is its holder), and release or delete one."""
+    for _ in range(rng.randint(1, 2)):
+        held = list(claims.values())
+        if held and rng.random() < 0.3:
+            node, device = rng.choice(held)
+        else:
+            node = rng.choice(sorted(n for n, devices in slices.items() if devices))
+            device = rng.choice(slices[node])["name"]
+        claims[(rng.choice(NAMESPACES), f"claim-{rng.randrange(1000)}")] = (node, device)
+    if claims and rng.random() < 0.7:
+        del claims[rng.choice(sorted(claims))]
 
 
 def _change(rng: random.Random, slices: dict[str, list[dict[str, Any]]]) -> None:
@@ -106,15 +130,19 @@ def test_answers_carried_over_slice_changes_equal_fresh_ones(
         return projection_keys(outlines, refs)
 
     monkeypatch.setattr(domain.allocator.device_checks, "projection_keys", counting)
-    match_stock._LAST.clear()
+    match_stock.forget()
     at = T0
     previous: set[int] = set()
     seen: set[str] = set()
+    claims: dict[tuple[str, str], tuple[str, str]] = {}
     for step in range(6):
         if step:
             _change(rng, slices)
+        # Claims allocated, released and deleted: the holders carried from the last answer are chosen
+        # again only for the devices whose held spans changed.
+        _hold(rng, slices, claims)
         at += timedelta(minutes=5)
-        import_objects(tmp_path, _cluster(slices, f"worker-{rng.randrange(NODES)}"), at)
+        import_objects(tmp_path, _cluster(slices, f"worker-{rng.randrange(NODES)}", claims), at)
         cluster = Cluster.objects.get()
         history = StoredHistory(cluster, at)
         stock = stored_stock(history)
@@ -125,8 +153,10 @@ def test_answers_carried_over_slice_changes_equal_fresh_ones(
             # Not vacuous: the selector asked last before the change (its memos are the most recent
             # the cache keeps) projects only the changed devices.
             projected.clear()
-            match_devices(history.state, PROBE, None, stock)
+            probed = match_devices(history.state, PROBE, None, stock)
             assert sum(projected) == len(changed) < len(stock.devices), (seed, step)
+            # And its answer, carried (each pool's refusals kept unless the pool changed), is right.
+            assert _json(probed) == _json(match_devices(StoredHistory(cluster, at).state, PROBE)), (seed, step)
         # Each expression within each class in turn: the two classes alike but for their names are
         # asked one after the other, while the first one's memos are kept.
         for expression in EXPRESSIONS:
@@ -141,10 +171,11 @@ def test_answers_carried_over_slice_changes_equal_fresh_ones(
                 seen |= {key for key in ("matched", "rejected", "errors") if fresh[key]}
                 seen |= {"grouped"} if any(" and " in why for why in fresh["why_not"]) else set()
                 seen |= {m["node"] for m in fresh["matched"] if m["device"] == "shared-0"}
+                seen |= {"held"} if any("unavailable" in m for m in fresh["matched"]) else set()
         previous = {id(d) for d in stock.devices}
         match_devices(history.state, PROBE, None, stock)  # asked again: its memos the most recent
-    # Every list the carried entries go to was compared non-empty, and a why-not sentence with groups.
+    # Every list the carried entries go to was compared non-empty, a why-not sentence with groups and a
+    # matched device someone holds.
     # The device reachable from one labelled node was placed on more than one over the snapshots.
-    assert {"matched", "rejected", "errors", "grouped"} <= seen and len(
-        seen - {"matched", "rejected", "errors", "grouped"}
-    ) > 1
+    kinds = {"matched", "rejected", "errors", "grouped", "held"}
+    assert kinds <= seen and len(seen - kinds) > 1

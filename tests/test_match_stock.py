@@ -148,7 +148,7 @@ def test_a_snapshot_with_the_same_rows_reuses_the_devices_read_before(tmp_path: 
     for at, objects in zip(times, clusters, strict=True):
         import_objects(tmp_path, objects, at)
     cluster = Cluster.objects.get()
-    match_stock._LAST.clear()
+    match_stock.forget()
     stocks = [stored_stock(StoredHistory(cluster, at)) for at in times]
     assert stocks[0] is not None and stocks[1] is not None and stocks[2] is not None
     assert stocks[1].devices is stocks[0].devices  # the same rows: read once

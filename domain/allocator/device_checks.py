@@ -394,23 +394,34 @@ def _shown(ref: tuple[str, str, str], raw: Any) -> tuple[Any, str]:
     return raw, f"{name} {shown}"
 
 
-def _group_phrase(checks: list[DeviceCheck], expr: str, total: int, memos: Memos | None = None) -> str:
-    """E.g. "all 8 have memory 40Gi" or "3 have memory 80Gi and 1 has memory 24Gi"."""
-    refs = selector_references(expr)
-    if len({c.device.driver for c in checks}) == 1:
-        refs = [r for r in refs if r[0] != "driver"]  # the same for every device: says nothing
-    # Thousands of devices read a few values: counted by the values as stored (with their types, so
-    # that 1 and true stay apart), then each distinct one keyed and spelt once, in first-seen order.
-    known = memos(("values", tuple(refs))) if memos is not None else {}
-    raws: Counter[tuple[tuple[type, Any], ...]] = Counter()
-    for check in checks:
-        device = check.device
-        values = known.get(device.id)
-        if values is None:
-            values = known[device.id] = tuple([(type(raw), raw) for raw in [_raw_of(device, r) for r in refs]])
-        raws[values] += 1
+Values = tuple[tuple[type, Any], ...]  # what one device's references read, each value with its type
+
+
+def values_read(device: AdvertisedDevice, refs: tuple[tuple[str, str, str], ...], known: dict[DeviceId, Any]) -> Values:
+    """The values ``refs`` read of ``device`` as stored (with their types, so that 1 and true stay apart),
+    kept in ``known`` (a ``SelectorCache.memo`` of these references) by the device's id."""
+    values: Values | None = known.get(device.id)
+    if values is None:
+        values = known[device.id] = tuple([(type(raw), raw) for raw in [_raw_of(device, r) for r in refs]])
+    return values
+
+
+def counted_phrase(
+    refs: tuple[tuple[str, str, str], ...], counts: Counter[Values], drivers: set[str], total: int
+) -> str:
+    """E.g. "all 8 have memory 40Gi" or "3 have memory 80Gi and 1 has memory 24Gi": the failing devices'
+    values counted in the devices' order (``values_read``), and their drivers."""
+    # Thousands of devices read a few values: counted by the values as stored, then each distinct one
+    # keyed and spelt once, in first-seen order.
+    if len(drivers) == 1 and any(r[0] == "driver" for r in refs):
+        kept = [i for i, r in enumerate(refs) if r[0] != "driver"]  # the same for every device: says nothing
+        refs = tuple(refs[i] for i in kept)
+        fewer: Counter[Values] = Counter()
+        for values, n in counts.items():
+            fewer[tuple([values[i] for i in kept])] += n
+        counts = fewer
     shown_as: dict[tuple[Any, ...], Counter[str]] = {}
-    for values, n in raws.items():
+    for values, n in counts.items():
         pairs = [_shown(r, raw) for r, (_, raw) in zip(refs, values, strict=True)]
         key = tuple([k for k, _ in pairs])
         # 80Gi and 81920Mi group together; show the spelling most devices use
@@ -418,8 +429,7 @@ def _group_phrase(checks: list[DeviceCheck], expr: str, total: int, memos: Memos
         if spellings is None:
             spellings = shown_as[key] = Counter()
         spellings[" and ".join([s for _, s in pairs])] += n
-    counts = Counter({key: spellings.total() for key, spellings in shown_as.items()})  # first seen first
-    ranked = counts.most_common()
+    ranked = Counter({key: spellings.total() for key, spellings in shown_as.items()}).most_common()  # first seen first
     phrases = []
     for key, n in ranked[:3]:
         desc = shown_as[key].most_common(1)[0][0]
@@ -465,7 +475,17 @@ def fail_phrases(failed: list[DeviceCheck], whose: str, total: int, memos: Memos
     by_expr: dict[str, list[DeviceCheck]] = {}
     for check in failed:
         by_expr.setdefault(check.expression or "", []).append(check)
-    return [
-        f"{_group_phrase(group, expr, total, memos)}, which the {whose} selector `{expr}` rejects"
-        for expr, group in by_expr.items()
-    ]
+    sentences = []
+    for expr, group in by_expr.items():
+        refs = tuple(selector_references(expr))
+        known = memos(("values", refs)) if memos is not None else {}
+        counted = Counter([values_read(c.device, refs, known) for c in group])
+        sentences.append(rejected_by(whose, expr, counted, {c.device.driver for c in group}, total))
+    return sentences
+
+
+def rejected_by(whose: str, expr: str, counted: Counter[Values], drivers: set[str], total: int) -> str:
+    """The sentence of one selector (the ``whose``'s: class or request) that rejected devices whose
+    values it reads are ``counted`` (``values_read``, in the devices' order) and ``drivers`` theirs."""
+    phrase = counted_phrase(tuple(selector_references(expr)), counted, drivers, total)
+    return f"{phrase}, which the {whose} selector `{expr}` rejects"

@@ -33,16 +33,14 @@ from domain.allocator.device_checks import (
     MATCH,
     SELECTOR_FALSE,
     DeviceCheck,
-    Memos,
     SelectorCache,
-    Verdict,
-    fail_phrases,
     summarize_checks,
 )
 from domain.allocator.device_checks import selector_cache as selector_cache
 from domain.allocator.device_checks import selector_references as selector_references
 from domain.allocator.device_stock import DeviceStock, InventoryStock
 from domain.allocator.picking import BUDGET, Choice, search
+from domain.allocator.refusals import refusals
 from domain.cluster.asks import ClaimRequest, DeviceAsk, class_selectors, taint_label
 from domain.cluster.asks import DeviceClassNotFound as DeviceClassNotFound
 from domain.cluster.asks import claim_requests as claim_requests
@@ -133,45 +131,9 @@ def match_devices(
     errors, rejected, why_not = stock.selectors.kept(
         devices,
         ("refusals", class_name, class_exprs, expression),
-        lambda: _refusals(stock.selectors, devices, verdicts, (class_name, class_exprs, expression)),
+        lambda: refusals(stock.selectors, devices, verdicts, (class_name, class_exprs, expression)),
     )
     return {"total": len(devices), "matched": matched, "errors": errors, "rejected": rejected, "why_not": why_not}
-
-
-def _refusals(
-    selectors: SelectorCache,
-    devices: Sequence[AdvertisedDevice],
-    verdicts: Sequence[Verdict],
-    asked: tuple[str | None, tuple[str, ...], str],
-) -> tuple[list[dict[str, str]], list[dict[str, str]], list[str]]:
-    """match-devices' ``errors``, ``rejected`` and ``why_not`` of the devices its selectors did not match
-    (``asked``: the class and its selectors, and the expression). Each device's entry is kept in the
-    selector cache, so after a slice change only the changed devices' are written again."""
-    known = selectors.memo(("refusal", *asked))
-    errors, rejected = [], []
-    failed: list[DeviceCheck] = []
-    for device, verdict in zip(devices, verdicts, strict=True):
-        if verdict.outcome == MATCH:
-            continue
-        said = known.get(device.id)
-        if said is None:  # all of them the first time; after a slice change, the changed ones
-            said = known[device.id] = _refusal(device, verdict, asked[0])
-        if verdict.outcome == ERROR:
-            errors.append(said[0])
-        else:
-            rejected.append(said[0])
-            failed.append(said[1])
-    return errors, rejected, _why_not(failed, selectors.memo)
-
-
-def _refusal(device: AdvertisedDevice, verdict: Verdict, class_name: str | None) -> tuple[dict[str, str], DeviceCheck]:
-    """A device's entry in ``errors`` or ``rejected``, and its check for the why-not sentences."""
-    if verdict.outcome == ERROR:
-        where = "class selector" if verdict.from_class else "expression"
-        return {"device": device.label, "error": f"{where}: {verdict.error}"}, DeviceCheck(device, *verdict)
-    whose = f"DeviceClass {class_name} selector" if verdict.from_class else "expression"
-    why = f"the {whose} `{verdict.expression}` is false"
-    return {"device": device.label, "why": why}, DeviceCheck(device, *verdict)
 
 
 def class_matches(state: ClusterState) -> dict[str, dict[str, int]]:
@@ -186,18 +148,6 @@ def class_matches(state: ClusterState) -> dict[str, dict[str, int]]:
         outcomes = [v.outcome for v in cache.verdicts(inventory.devices, class_selectors(device_class), ("true",))]
         counts[name] = {"matched": outcomes.count(MATCH), "errors": outcomes.count(ERROR), "total": len(outcomes)}
     return dict(sorted(counts.items()))
-
-
-def _why_not(failed: list[DeviceCheck], memos: Memos | None = None) -> list[str]:
-    """One sentence per failing selector, grouped by the values it reads ("all 16 have memory 40Gi")."""
-    by_class = [c for c in failed if c.from_class]
-    by_request = [c for c in failed if not c.from_class]
-    return [
-        phrase
-        for whose, group in (("class", by_class), ("request", by_request))
-        if group
-        for phrase in fail_phrases(group, whose, len(group), memos)
-    ]
 
 
 # --- the simulation --------------------------------------------------------------------------------
