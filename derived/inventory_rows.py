@@ -32,6 +32,8 @@ from domain.inventory.devices import (
     DeviceId,
     Inventory,
     Reach,
+    node_reach,
+    restored_device,
     slice_pool,
     taint_rows,
     typed_value,
@@ -80,20 +82,23 @@ def device_document(device: AdvertisedDevice) -> dict[str, Any]:
 def advertised_device(driver: str, pool: str, name: str, document: Mapping[str, Any]) -> AdvertisedDevice:
     """The ``AdvertisedDevice`` a row's document stores."""
     reach = document["reach"]
-    return AdvertisedDevice(
-        driver=driver,
-        pool=pool,
-        name=name,
-        entry=document["entry"],
-        reach=Reach(reach["node_name"], reach["node_selector"], bool(reach["all_nodes"])),
-        slice_name=document["slice_name"],
-        slice_uid=document["slice_uid"],
-        slice_created=document["slice_created"],
-        generation=int(document["generation"]),
-        pool_complete=bool(document["pool_complete"]),
-        extra_taints=tuple(document["extra_taints"]),
-        pool_problem=document["pool_problem"],
-        slice_index=int(document["slice_index"]),
+    selector = reach["node_selector"]
+    return restored_device(
+        driver,
+        pool,
+        name,
+        document["entry"],
+        node_reach(reach["node_name"], bool(reach["all_nodes"]))
+        if selector is None
+        else Reach(reach["node_name"], selector, bool(reach["all_nodes"])),
+        document["slice_name"],
+        document["slice_uid"],
+        document["slice_created"],
+        int(document["generation"]),
+        bool(document["pool_complete"]),
+        tuple(document["extra_taints"]),
+        document["pool_problem"],
+        int(document["slice_index"]),
     )
 
 

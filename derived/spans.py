@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 
+from django.db import connections
+
 from collector.history_reader import readable
 from collector.models import ObjectVersion, Snapshot
 from derived.models import AllocationSpan
@@ -150,15 +152,16 @@ def claim_kins(cluster_id: int, claims: Mapping[str, Object], at: datetime) -> d
     pods: dict[str, Object] = {}
     ordered = sorted(wanted)
     for i in range(0, len(ordered), BATCH):
-        rows = (
-            ObjectVersion.objects.filter(
-                cluster_id=cluster_id, kind="Pod", uid__in=ordered[i : i + BATCH], valid_from__lte=at, deleted=False
-            )
-            .order_by("uid", "-valid_from")
-            .distinct("uid")
-            .values_list("uid", "valid_from", "content", "shapes_checked")
-        )
-        for uid, valid_from, content, checked in rows:
+        rows = ObjectVersion.objects.filter(
+            cluster_id=cluster_id, kind="Pod", uid__in=ordered[i : i + BATCH], valid_from__lte=at, deleted=False
+        ).order_by("uid", "-valid_from")
+        if connections[rows.db].vendor == "postgresql":
+            rows = rows.distinct("uid")  # each Pod's newest version alone (DISTINCT ON: PostgreSQL's)
+        newest = set()
+        for uid, valid_from, content, checked in rows.values_list("uid", "valid_from", "content", "shapes_checked"):
+            if uid in newest:
+                continue  # an older version (SQLite, the embedded default, reads them all)
+            newest.add(uid)
             pod = readable("Pod", uid, valid_from, content, checked)
             if pod is not None:
                 pods[uid] = pod

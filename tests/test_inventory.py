@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +20,7 @@ from domain.inventory.devices import (
     device_holders,
     node_selector_matches,
     pool_generations,
+    restored_device,
 )
 
 T0 = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -214,3 +217,23 @@ def test_a_states_inventory_is_built_once_and_kept_with_it() -> None:
     other = state_of(*objects)
     assert other == state and Inventory.of(other) is not first
     assert [d.name for d in Inventory.of(other).devices] == [d.name for d in first.devices]
+
+
+def test_a_restored_device_is_the_device_it_was_stored_from() -> None:
+    """``restored_device`` sets the fields without the frozen dataclass's ``__init__``: the device equals,
+    pickles and is replaced as the one built, and a field added to ``AdvertisedDevice`` without being
+    restored fails here."""
+    rule = b.device_taint_rule("drain", b.taint("maintenance", "NoSchedule"), pool="a100-0", device="gpu-1")
+    local = b.resource_slice("a100-0", b.gpu_devices("a100-0", 2))
+    by_label = b.resource_slice(None, [b.gpu_device("fabric-0")], pool="fabric", node_selector={"gpu": "h100"})
+    devices = advertised_devices(state_of(local, by_label, rule))
+    assert any(d.extra_taints for d in devices) and any(d.reach.node_selector for d in devices)
+    fields = [f.name for f in dataclasses.fields(devices[0])]
+    for device in devices:
+        restored = restored_device(*[getattr(device, name) for name in fields])
+        assert restored == device
+        assert set(vars(restored)) - {"id"} == set(fields)
+        assert restored.id == device.id and restored.label == device.label
+        # A forked selector evaluation sends its answer back pickled (domain.allocator.limits).
+        assert pickle.loads(pickle.dumps(restored)) == device  # noqa: S301 - our own bytes
+        assert dataclasses.replace(restored, name="other").name == "other"
