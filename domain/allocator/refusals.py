@@ -30,6 +30,7 @@ from domain.inventory.devices import AdvertisedDevice, DeviceId
 
 Asked = tuple[str | None, tuple[str, ...], str]  # the class, its selectors, and the expression
 Failing = tuple[bool, str]  # a selector that said no: whether it is the class's, and its expression
+Reading = tuple[tuple[tuple[str, str, str], ...], dict[DeviceId, Values]]  # its references, their values by device
 
 _by_pool = operator.attrgetter("driver", "pool")
 
@@ -50,6 +51,10 @@ def refusals(
 ) -> tuple[list[dict[str, str]], list[dict[str, str]], list[str]]:
     """``errors``, ``rejected`` and ``why_not`` of ``devices`` given their ``verdicts`` for ``asked``."""
     parts = selectors.memo(("refusal parts", *asked))
+    # Looked up once an answer, not once a pool: each device's entry, and per failing selector the
+    # references it reads with the values they read, by device.
+    known = selectors.memo(("refusal", *asked))
+    read: dict[Failing, Reading] = {}
     errors: list[dict[str, str]] = []
     rejected: list[dict[str, str]] = []
     failing: dict[Failing, Counter[Values]] = {}
@@ -59,7 +64,7 @@ def refusals(
         end = start + len(run)
         part: PoolPart | None = parts.get(run[0].id)
         if part is None or len(part.devices) != len(run) or not all(map(operator.is_, part.devices, run)):
-            part = parts[run[0].id] = _pool_part(selectors, run, verdicts[start:end], asked)
+            part = parts[run[0].id] = _pool_part(selectors, run, verdicts[start:end], asked[0], known, read)
         start = end
         errors += part.errors
         rejected += part.rejected
@@ -79,17 +84,20 @@ def pool_runs(selectors: SelectorCache, devices: Sequence[AdvertisedDevice]) -> 
 
 
 def _pool_part(
-    selectors: SelectorCache, run: tuple[AdvertisedDevice, ...], verdicts: Sequence[Verdict], asked: Asked
+    selectors: SelectorCache,
+    run: tuple[AdvertisedDevice, ...],
+    verdicts: Sequence[Verdict],
+    class_name: str | None,
+    known: dict[DeviceId, dict[str, str]],
+    read: dict[Failing, Reading],
 ) -> PoolPart:
-    known = selectors.memo(("refusal", *asked))
     part = PoolPart(run, [], [], {}, {})
-    read: dict[Failing, tuple[tuple[tuple[str, str, str], ...], dict[DeviceId, Values]]] = {}
     for device, verdict in zip(run, verdicts, strict=True):
         if verdict.outcome == MATCH:
             continue
         said = known.get(device.id)
         if said is None:  # all of them the first time; after a slice change, the changed ones
-            said = known[device.id] = _entry(device, verdict, asked[0])
+            said = known[device.id] = _entry(device, verdict, class_name)
         if verdict.outcome == ERROR:
             part.errors.append(said)
             continue
@@ -98,6 +106,7 @@ def _pool_part(
         if selector not in read:  # the values the selector reads, kept by device (as fail_phrases keeps them)
             refs = tuple(selector_references(selector[1]))
             read[selector] = (refs, selectors.memo(("values", refs)))
+        if selector not in part.failing:
             part.failing[selector], part.drivers[selector] = Counter(), set()
         part.failing[selector][values_read(device, *read[selector])] += 1
         part.drivers[selector].add(device.driver)
