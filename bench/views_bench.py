@@ -310,6 +310,9 @@ def endpoints(cluster: str, picked: dict[str, list[Any]], member_claims: list[st
         ("audit (api)", admin, [f"/api/audit?cluster={c}"], heavy),
         ("weekly review", admin, [reverse("review", args=[c]) + f"?week={WEEK}"], heavy),
         ("weekly review CSV", admin, [reverse("review-csv", args=[c]) + f"?week={WEEK}"], heavy),
+        # No rendering stands for an earlier snapshot of the current week: computed from the spans.
+        ("weekly review as of an earlier snapshot", admin,
+         [reverse("review", args=[c]) + f"?week={WEEK}&as_of={quote(at)}" for at in picked["earlier"]], heavy),
         ("metrics", admin, [f"/metrics?cluster={c}"], heavy),
         ("inventory page", admin, [reverse("inventory", args=[c])], heavy),
         ("device classes page", admin, [reverse("classes", args=[c])], heavy),

@@ -43,7 +43,7 @@ from django.db.models import F, Q
 
 from collector.history_reader import StoredHistory, readable
 from collector.models import ObjectVersion, Snapshot
-from derived.models import DOMAIN_VERSION, AllocationSpan, ReviewDocument
+from derived.models import DOMAIN_VERSION, AllocationSpan, DerivedSnapshot, LeakCandidates, ReviewDocument
 from derived.rendered import latest_derived
 from derived.thresholds import leak_thresholds
 from derived.writer import covered, held_in_part_of
@@ -191,13 +191,21 @@ def stored_allocations(
         end = as_of if end is None or end > as_of else end
         if end > start:
             spans.append((uid, namespace, (driver, pool, device), start, end))
+    uids = list(dict.fromkeys(s[0] for s in spans))
+    # Only the claims a leak condition held for can be flagged: only they are classified.
+    suspects = leak_suspects(cluster_id, since, as_of) if with_claims else None
+    classified = uids if suspects is None else [uid for uid in uids if uid in suspects]
     claims: dict[str, list[Version]] = {}
-    if with_claims or held_in_part:
-        claims = _read_claims(cluster_id, history, list(dict.fromkeys(s[0] for s in spans)), since)
+    if held_in_part:
+        claims = _read_claims(cluster_id, history, uids, since, consumers_of=set(classified))
+    elif with_claims:
+        claims = _read_claims(cluster_id, history, classified, since)
     fractions: dict[str, dict[tuple[str, str, str], float]] = {}
     if held_in_part:
         inventory = Inventory.of(history.state)
         fractions = {uid: claim_device_fractions(versions, inventory) for uid, versions in claims.items()}
+        if with_claims and suspects is not None:
+            claims = {uid: claims[uid] for uid in classified if uid in claims}
     pieces = [
         Piece(uid, namespace, device, start, end, fraction=fractions.get(uid, {}).get(device, 1.0))
         for uid, namespace, device, start, end in spans
@@ -205,21 +213,55 @@ def stored_allocations(
     return claims, pieces
 
 
-def _read_claims(cluster_id: int, history: CachedHistory, uids: list[str], since: datetime) -> dict[str, list[Version]]:
-    """The claims' versions (all of them given to ``history``; those after ``since`` returned), and their
-    consumer and owner Pods' versions given to ``history``: what classifying their leaks reads."""
+def _read_claims(
+    cluster_id: int, history: CachedHistory, uids: list[str], since: datetime, consumers_of: set[str] | None = None
+) -> dict[str, list[Version]]:
+    """The claims' versions (all of them given to ``history``; those after ``since`` returned), and the
+    consumer and owner Pods' versions of those among ``consumers_of`` (default: all) given to
+    ``history``: what classifying their leaks reads."""
     claims: dict[str, list[Version]] = {}
     pods: set[str] = set()
     for uid, rows in _versions(cluster_id, history.as_of, "ResourceClaim", uids).items():
         full = [version for version, _ in rows]
         history.remember("ResourceClaim", uid, full)
         claims[uid] = versions_since(rows, since)
-        for version in full:
-            pods.update(_pods_named(version.obj))
+        if consumers_of is None or uid in consumers_of:
+            for version in full:
+                pods.update(_pods_named(version.obj))
     found = _versions(cluster_id, history.as_of, "Pod", sorted(pods))
     for pod in pods:
         history.remember("Pod", pod, [version for version, _ in found.get(pod, [])])
     return claims
+
+
+def leak_suspects(cluster_id: int, since: datetime, as_of: datetime) -> set[str] | None:
+    """Every claim a leak condition held for at some change within ``[since, as_of]``, from the layer's
+    leak candidates; None when the layer cannot tell.
+
+    ``leaks.flagged_intervals`` judges a claim at its changes (and its consumers') and at ``since``
+    alone, and flags no stretch where no condition holds, so the review classifies these claims
+    alone: the others have no flagged interval. A row's claims were under a condition as of its
+    derived snapshot or at a change of the batches that derivation covered
+    (``derived.writer._write_leak_candidates``), and a condition holding at a change stays a
+    candidate until the next change re-judges it. That covers the window when this code's latest
+    full derivation up to ``as_of`` came at or before ``since``, or was the cluster's first snapshot
+    (which judged every change stored before its time); before a full derivation, other code wrote
+    the rows, or none was written.
+    """
+    full = (
+        DerivedSnapshot.objects.filter(cluster_id=cluster_id, version=DOMAIN_VERSION, full=True, at__lte=as_of)
+        .order_by("-at")
+        .values_list("at", flat=True)
+        .first()
+    )
+    if full is None:
+        return None
+    if full > since and Snapshot.objects.usable().filter(cluster_id=cluster_id, at__lt=full).exists():
+        return None
+    rows = LeakCandidates.objects.filter(cluster_id=cluster_id, valid_from__lte=as_of).filter(
+        Q(valid_to__isnull=True) | Q(valid_to__gt=since)
+    )
+    return {uid for uids in rows.values_list("claim_uids", flat=True) for uid in uids.split()}
 
 
 def _pods_named(claim: Object | None) -> set[str]:

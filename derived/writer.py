@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 from django.db import transaction
+from django.db.models import Min
 
 from collector.history_reader import STORED, StoredHistory, group_member_versions, live_containing, readable
 from collector.models import Cluster, ObjectVersion, Snapshot
@@ -79,7 +80,7 @@ from domain.cluster.gangs import GroupKey, group_key, is_group_consumer
 from domain.cluster.state import ns_name, uid_of
 from domain.inventory.devices import Inventory
 from domain.reports.audit import FORCE_DELETED_CLAIM, FORCE_DELETED_TEXT, audit
-from domain.reports.leaks import leak_candidates
+from domain.reports.leaks import leak_candidates, leak_candidates_between
 from domain.reports.metrics import pod_counts
 from domain.reports.overview import devices_by_model
 from domain.verdicts.explain import depends_on_time, explain_incarnation
@@ -483,33 +484,50 @@ def _write_document(model: _DocumentRow, snapshot: Snapshot, field: str, doc: An
 
 
 def _write_leak_candidates(changes: PendingChanges, history: SnapshotHistory, full: bool) -> int:
-    """The claims that can be flagged as of the snapshot, when they differ from before; rows written."""
+    """The claims that can be flagged as of the snapshot, when they differ from before; rows written.
+
+    With them, the claims the covered batches changed (or whose consumers they changed) that were
+    under a leak condition at one of those changes only (``leaks.leak_candidates_between``): the
+    weekly review classifies the claims of its rows alone (``derived.review.leak_suspects``), and
+    a condition that came and went between two derived snapshots can still be flagged there. Such a
+    claim is judged again at the next change, as every candidate is, and then drops out.
+    """
     snapshot = changes.snapshot
     head = _head(LeakCandidates, snapshot)
     before = set(head.claim_uids.split()) if head is not None and not full else None
     if before is not None and not changes.changed:
         return 0  # time alone adds no candidate; one it ends is judged unflagged until the next change
+    changed = changes.versions(kind__in=("ResourceClaim", "Pod", "PodGroup"))
+    first_change = changed.aggregate(first=Min("valid_from"))["first"]
+    # Changes stored before the snapshot's time: batches it covers, or versions dated by arrival.
+    between = first_change is not None and first_change < snapshot.at
+    claims = _changed_claims(changed, history) if before is not None or between else set()
     if before is None:
         now = leak_candidates(history)
     else:
-        changed = changes.versions(kind__in=("ResourceClaim", "Pod", "PodGroup"))
-        claims = set(changed.filter(kind="ResourceClaim").values_list("uid", flat=True))
-        pods = set(changed.filter(kind="Pod").values_list("uid", flat=True))
-        groups_changed = changed.filter(kind="PodGroup").exists()
-        if pods or groups_changed:
-            # A claim's conditions read the Pods its reservedFor names, and a PodGroup's members.
-            claims.update(
-                uid_of(claim)
-                for claim in history.state.of_kind("ResourceClaim")
-                if any(str(c.get("uid")) in pods or is_group_consumer(c) for c in consumers(claim))
-            )
         recheck = before | claims
         history.prefetch("ResourceClaim", recheck)
         history.prefetch("Pod", _consumers_of(history, recheck))
         now = (before - recheck) | leak_candidates(history, recheck)
+    if between:
+        now |= leak_candidates_between(history, claims - now, first_change, snapshot.at)
     if head is not None and set(head.claim_uids.split()) == now:
         return 0
     return _follow(LeakCandidates, snapshot, claim_uids=" ".join(sorted(now)))
+
+
+def _changed_claims(changed: Any, history: SnapshotHistory) -> set[str]:
+    """The claims among ``changed`` versions, and the live claims whose consumers are among them."""
+    claims = set(changed.filter(kind="ResourceClaim").values_list("uid", flat=True))
+    pods = set(changed.filter(kind="Pod").values_list("uid", flat=True))
+    if pods or changed.filter(kind="PodGroup").exists():
+        # A claim's conditions read the Pods its reservedFor names, and a PodGroup's members.
+        claims.update(
+            uid_of(claim)
+            for claim in history.state.of_kind("ResourceClaim")
+            if any(str(c.get("uid")) in pods or is_group_consumer(c) for c in consumers(claim))
+        )
+    return claims
 
 
 def _write_leak_flags(snapshot: Snapshot, history: SnapshotHistory, held_in_part: bool) -> int:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -205,7 +205,8 @@ def _leaked_pieces(
     window: Window,
     th: Thresholds,
 ) -> list[Piece]:
-    touched = sorted({p.claim_uid for p in allocated if window.hours(p.start, p.end) > 0})
+    # The claims given may be only those that can be flagged (``Allocations``): the others have no interval.
+    touched = sorted({p.claim_uid for p in allocated if p.claim_uid in claims and window.hours(p.start, p.end) > 0})
     namespaces = {p.claim_uid: p.namespace for p in allocated}
     fractions = {(p.claim_uid, p.device): p.fraction for p in allocated}
     pieces: list[Piece] = []
@@ -283,13 +284,31 @@ class InventoryTimeline:
 # --- tallies ------------------------------------------------------------------------------------------
 
 
-def _sum(pieces: Iterable[Piece], window: Window, key: Callable[[Piece], str], equivalents: bool = False) -> Hours:
-    out: Hours = {}
-    for p in pieces:
-        hours = window.hours(p.start, p.end) * (p.fraction if equivalents else 1.0)
-        if hours > 0:
-            out[key(p)] = out.get(key(p), 0.0) + hours
-    return out
+class Clipped:
+    """Pieces, each one's hours within a window worked out once per window: the review adds the same
+    pieces up by several keys (all, namespace, model, claim) and week by week."""
+
+    def __init__(self, pieces: list[Piece]) -> None:
+        self.pieces = pieces
+        self._hours: dict[Window, list[float]] = {}
+
+    def hours(self, window: Window) -> list[float]:
+        found = self._hours.get(window)
+        if found is None:
+            start, end = window.start, window.end
+            found = [window.hours(p.start, p.end) if p.end > start and p.start < end else 0.0 for p in self.pieces]
+            self._hours[window] = found
+        return found
+
+    def sum(self, window: Window, key: Callable[[Piece], str], equivalents: bool = False) -> Hours:
+        out: Hours = {}
+        for p, hours in zip(self.pieces, self.hours(window), strict=True):
+            if equivalents:
+                hours *= p.fraction
+            if hours > 0:
+                k = key(p)
+                out[k] = out.get(k, 0.0) + hours
+        return out
 
 
 def _r(x: float) -> float:
@@ -323,10 +342,10 @@ def percent(share: float | None) -> str:
 
 
 def _breakdown(
-    allocated: list[Piece], leaked: list[Piece], week: Window, prev: Window, key: Callable[[Piece], str]
+    allocated: Clipped, leaked: Clipped, week: Window, prev: Window, key: Callable[[Piece], str]
 ) -> tuple[list[str], Callable[[str], dict[str, Any]]]:
-    sums = [_sum(allocated, week, key), _sum(allocated, prev, key), _sum(leaked, week, key), _sum(leaked, prev, key)]
-    equivalents = [_sum(allocated, week, key, True), _sum(leaked, week, key, True)]
+    sums = [allocated.sum(week, key), allocated.sum(prev, key), leaked.sum(week, key), leaked.sum(prev, key)]
+    equivalents = [allocated.sum(week, key, True), leaked.sum(week, key, True)]
     keys = sorted(set().union(*sums), key=lambda k: (-sums[0].get(k, 0.0), k))
     return keys, lambda k: _flat(sums[0], sums[1], sums[2], sums[3], equivalents[0], equivalents[1], k)
 
@@ -426,11 +445,13 @@ AdvertisedSource = Callable[[HistoryView, datetime], AdvertisedTimeline | None]
 StepsSource = Callable[[HistoryView, datetime], AllocatedSteps | None]
 
 
-# Where the review's claims come from, for ``(history, since, until)``: every claim allocated within
-# ``[since, until)`` with its versions as ``all_versions(since=since)`` has them, and their pieces in
-# that order (claims, then time, then each stretch's devices: sums add up in the same order).
-# Pieces outside the span may be left out; they add nothing. The derived layer has one that reads
-# stored spans (derived.review), and fills ``history`` with the claims' and consumers' versions.
+# Where the review's claims come from, for ``(history, since, until)``: the claims allocated within
+# ``[since, until)`` that a leak condition may have held for (all of them, or only those the source
+# knows were under one: no other is flagged) with their versions as ``all_versions(since=since)`` has
+# them, and every allocated claim's pieces in that order (claims, then time, then each stretch's
+# devices: sums add up in the same order). Pieces outside the span may be left out; they add nothing.
+# The derived layer has one that reads stored spans and its leak candidates (derived.review), and
+# fills ``history`` with the claims' and consumers' versions.
 Allocations = Callable[[CachedHistory, datetime, datetime], tuple[Mapping[str, Sequence[Version]], list[Piece]]]
 
 
@@ -465,9 +486,10 @@ def weekly_review(
     leaked = _leaked_pieces(history, claims, allocated, span, th)
     inventory = InventoryTimeline.build(history, prev.start)
 
-    _, total = _breakdown(allocated, leaked, week, prev, lambda p: "")
-    ns_keys, by_ns = _breakdown(allocated, leaked, week, prev, lambda p: p.namespace)
-    model_keys, by_model = _breakdown(allocated, leaked, week, prev, lambda p: inventory.model(p.device))
+    held, flagged = Clipped(allocated), Clipped(leaked)
+    _, total = _breakdown(held, flagged, week, prev, lambda p: "")
+    ns_keys, by_ns = _breakdown(held, flagged, week, prev, lambda p: p.namespace)
+    model_keys, by_model = _breakdown(held, flagged, week, prev, lambda p: inventory.model(p.device))
     advertised, prev_advertised = inventory.device_hours(week), inventory.device_hours(prev)
 
     totals = total("")
@@ -495,17 +517,15 @@ def weekly_review(
         "totals": totals,
         "by_namespace": [{"namespace": k, **by_ns(k)} for k in ns_keys],
         "by_model": models,
-        "top_offenders": _offenders(history, claims, allocated, leaked, week, prev, inventory, top),
+        "top_offenders": _offenders(history, claims, held, flagged, week, prev, inventory, top),
         "series": {
             "devices": _device_series(allocated, inventory, prev.start, week.end),
-            "weekly": _weekly(allocated, leaked, series_start, weeks_in_series, as_of),
+            "weekly": _weekly(held, flagged, series_start, weeks_in_series, as_of),
         },
     }
 
 
-def _weekly(
-    allocated: list[Piece], leaked: list[Piece], start: datetime, weeks: int, as_of: datetime
-) -> list[dict[str, Any]]:
+def _weekly(allocated: Clipped, leaked: Clipped, start: datetime, weeks: int, as_of: datetime) -> list[dict[str, Any]]:
     out = []
     for i in range(max(weeks, 2)):
         w = Window.week(start + WEEK * i, as_of)
@@ -513,8 +533,8 @@ def _weekly(
             {
                 "week_start": rfc3339(w.start),
                 "partial": w.end < w.full_end,
-                "allocated_device_hours": _r(sum(_sum(allocated, w, lambda p: "").values())),
-                "leaked_device_hours": _r(sum(_sum(leaked, w, lambda p: "").values())),
+                "allocated_device_hours": _r(sum(allocated.sum(w, lambda p: "").values())),
+                "leaked_device_hours": _r(sum(leaked.sum(w, lambda p: "").values())),
             }
         )
     return out
@@ -523,8 +543,8 @@ def _weekly(
 def _offenders(
     history: HistoryView,
     claims: Mapping[str, Sequence[Version]],
-    allocated: list[Piece],
-    leaked: list[Piece],
+    allocated: Clipped,
+    leaked: Clipped,
     week: Window,
     prev: Window,
     inventory: InventoryTimeline,
@@ -539,7 +559,7 @@ def _offenders(
         last = next(v.obj for v in reversed(claims[uid]) if v.obj is not None)
         namespace, name = ns_name(last)
         mine = sorted(
-            (p for p in leaked if p.claim_uid == uid and week.hours(p.start, p.end) > 0), key=lambda p: p.start
+            (p for p in leaked.pieces if p.claim_uid == uid and week.hours(p.start, p.end) > 0), key=lambda p: p.start
         )
         devices = sorted({p.device for p in mine})
         out.append(

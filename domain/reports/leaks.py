@@ -791,6 +791,28 @@ def leak_candidates(history: HistoryView, claim_uids: Iterable[str] | None = Non
     }
 
 
+def leak_candidates_between(
+    history: HistoryView, claim_uids: Iterable[str], start: datetime, end: datetime
+) -> set[str]:
+    """The claims of ``claim_uids`` under a leak condition at some change of theirs (or of their consumers)
+    within ``[start, end)``, though maybe no longer at ``end``.
+
+    A derivation that covers several stored batches judges the claims as of its own snapshot, so a
+    condition that began and ended between two derived snapshots is not among ``leak_candidates``;
+    the weekly review's leak intervals can still count it (a Pod's ``finishedAt`` can date it
+    flagged before it ended). Conditions change only at such changes (``flagged_intervals`` reads
+    the same times), so judging each one finds every claim a condition held for.
+    """
+    found: set[str] = set()
+    for uid in sorted(claim_uids):
+        versions = history.versions("ResourceClaim", uid)
+        if versions and any(
+            claim_conditions(history, versions, t) for t in _change_times(history, versions, start, end)
+        ):
+            found.add(uid)
+    return found
+
+
 def _live_claims(history: HistoryView, claim_uids: Iterable[str] | None) -> Iterable[list[Version]]:
     """Each live claim's versions up to ``as_of``: every claim of the state, or those of ``claim_uids``."""
     at = history.as_of
@@ -910,10 +932,7 @@ def flagged_intervals(
         if not versions or versions[-1].obj is None:
             continue
         devices = tuple((d["driver"], d["pool"], d["device"]) for d in held_devices(versions[-1].obj))
-        flagged = [
-            (max(flagged_from(c, thresholds), start), c.reason)
-            for c in claim_conditions(history, versions, t)
-        ]
+        flagged = [(max(flagged_from(c, thresholds), start), c.reason) for c in claim_conditions(history, versions, t)]
         if flagged:
             first, reason = min(flagged, key=lambda f: f[0])
             if first < seg_end:
